@@ -1,0 +1,243 @@
+"""Multi-turn rollouts: every active rollout of every question goes through the policy in one batch per turn.
+
+Stopping rules (TRACE Appendix A.3): an <answer> span, the tool-turn limit, the per-turn token
+limit, the observation-token budget, or the context limit. A turn that is neither a valid tool call
+nor an answer gets an error observation and the rollout goes on.
+
+Departures from the paper: the observation budget is per rollout (observations are truncated to
+what is left of it and the rollout stops once it is spent), which bounds context growth on small
+machines the same way the paper's context limit does on large ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from agentcredit.agent.chat import ChatFormat
+from agentcredit.agent.protocol import STOP_STRINGS, error_observation, parse_turn
+from agentcredit.agent.sampling import StopChecker, sample_turns
+from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
+from agentcredit.world.types import Question
+
+TRUNCATION_NOTE = " [observation truncated]"
+
+
+@dataclass
+class RolloutConfig:
+    max_tool_turns: int = 8
+    max_turn_tokens: int = 96
+    max_obs_tokens: int = 2048
+    max_context_tokens: int = 4096
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        for name in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"rollout.{name} must be a positive integer, got {getattr(self, name)}")
+        if not 0.0 < float(self.top_p) <= 1.0:
+            raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        if float(self.temperature) < 0:
+            raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
+
+
+RewardFn = Callable[[str | None, Question], tuple[float, str | None, bool]]
+"""(final turn text or None, question) -> (reward, extracted answer, answer block well formed)."""
+
+
+class _Live:
+    """A rollout in progress: its growing trajectory, its environment and its budgets."""
+
+    def __init__(self, question: Question, trajectory: Trajectory, env, obs_tokens_used: int = 0):
+        self.question = question
+        self.traj = trajectory
+        self.env = env
+        self.obs_tokens_used = obs_tokens_used
+        self.invalid_turns = int(trajectory.diagnostics.get("invalid_tool_calls", 0))
+        self.final_text: str | None = None
+
+    def append(self, ids: Sequence[int], *, sampled_turn: int | None = None, logprobs: Sequence[float] | None = None):
+        t = self.traj
+        t.input_ids.extend(ids)
+        if sampled_turn is None:
+            t.loss_mask.extend([0] * len(ids))
+            t.turn_ids.extend([NON_POLICY] * len(ids))
+            t.old_logprobs.extend([0.0] * len(ids))
+        else:
+            t.loss_mask.extend([1] * len(ids))
+            t.turn_ids.extend([sampled_turn] * len(ids))
+            t.old_logprobs.extend(logprobs)
+
+
+class RolloutWorker:
+    def __init__(
+        self,
+        model,
+        chat: ChatFormat,
+        env_factory: Callable[[], object],
+        reward_fn: RewardFn,
+        cfg: RolloutConfig,
+        generator: torch.Generator | None = None,
+    ):
+        self.model = model
+        self.chat = chat
+        self.env_factory = env_factory
+        self.reward_fn = reward_fn
+        self.cfg = cfg
+        self.generator = generator
+        tok = chat.tokenizer
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else chat.eos_ids[0]
+        self.stop = StopChecker(tok, STOP_STRINGS, chat.eos_ids)
+
+    # ------------------------------------------------------------------ entry points
+    def rollout(self, questions: Sequence[Question], group_size: int) -> list[list[Trajectory]]:
+        """G rollouts for each question; returns one list of G trajectories per question."""
+        live = []
+        for qi, question in enumerate(questions):
+            prompt = self.chat.prompt_ids(question.text)
+            for _ in range(group_size):
+                env = self.env_factory()
+                env.reset()
+                traj = Trajectory(
+                    question_id=question.id,
+                    input_ids=list(prompt),
+                    loss_mask=[0] * len(prompt),
+                    turn_ids=[NON_POLICY] * len(prompt),
+                    boundaries=[len(prompt)],
+                    snapshots=[env.snapshot()],
+                    old_logprobs=[0.0] * len(prompt),
+                    group=qi,
+                )
+                live.append(_Live(question, traj, env))
+        finished = self._run(live)
+        groups: list[list[Trajectory]] = [[] for _ in questions]
+        for item in finished:
+            groups[item.traj.group].append(item.traj)
+        return groups
+
+    def continue_from(self, trajectory: Trajectory, boundary: int, question: Question, n: int) -> list[Trajectory]:
+        """n fresh continuations of `trajectory` from its state S_boundary (environment restored, prefix kept)."""
+        if not 0 <= boundary <= trajectory.num_tool_turns:
+            raise ValueError(f"boundary {boundary} is outside 0..{trajectory.num_tool_turns}")
+        cut = trajectory.boundaries[boundary]
+        obs_used = sum(len(self.chat.encode(o)) for o in trajectory.observations[:boundary])
+        live = []
+        for _ in range(n):
+            env = self.env_factory()
+            env.restore(trajectory.snapshots[boundary])
+            traj = Trajectory(
+                question_id=trajectory.question_id,
+                input_ids=trajectory.input_ids[:cut],
+                loss_mask=trajectory.loss_mask[:cut],
+                turn_ids=trajectory.turn_ids[:cut],
+                boundaries=trajectory.boundaries[: boundary + 1],
+                snapshots=trajectory.snapshots[: boundary + 1],
+                old_logprobs=trajectory.old_logprobs[:cut],
+                turn_texts=trajectory.turn_texts[:boundary],
+                observations=trajectory.observations[:boundary],
+                group=trajectory.group,
+                continued_from=boundary,
+            )
+            live.append(_Live(question, traj, env, obs_tokens_used=obs_used))
+        return [item.traj for item in self._run(live)]
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self, live: list[_Live]) -> list[_Live]:
+        finished: list[_Live] = []
+        header = list(self.chat.assistant_header)
+        while live:
+            budgets = []
+            for item in live:
+                item.append(header)
+                budgets.append(self.cfg.max_context_tokens - len(item.traj.input_ids))
+            can_sample = [item for item, b in zip(live, budgets) if b > 0]
+            for item, b in zip(live, budgets):
+                if b <= 0:
+                    self._finish(item, "context")
+                    finished.append(item)
+            if not can_sample:
+                break
+            max_new = min(self.cfg.max_turn_tokens, max(b for b in budgets if b > 0))
+            turns = sample_turns(
+                self.model,
+                [item.traj.input_ids for item in can_sample],
+                max_new_tokens=max_new,
+                temperature=self.cfg.temperature,
+                top_p=self.cfg.top_p,
+                pad_id=self.pad_id,
+                stop=self.stop,
+                generator=self.generator,
+            )
+            still_live = []
+            for item, turn in zip(can_sample, turns):
+                budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
+                if self._step(item, turn.token_ids[:budget], turn.logprobs[:budget], turn.stop, budget):
+                    still_live.append(item)
+                else:
+                    finished.append(item)
+            live = still_live
+        return finished
+
+    def _step(self, item: _Live, tokens: list[int], logprobs: list[float], stop: str, budget: int) -> bool:
+        """Apply one sampled turn; returns whether the rollout goes on."""
+        text = self.chat.tokenizer.decode(tokens, skip_special_tokens=False)
+        parsed = parse_turn(text)
+        k = item.traj.num_tool_turns
+        cut_short = stop == "length" or len(tokens) >= budget
+        is_final = parsed.kind == "answer" or cut_short
+        item.append(tokens, sampled_turn=ANSWER_TURN if is_final else k, logprobs=logprobs)
+        item.traj.turn_texts.append(text)
+        # The chat template closes the turn; a sampled end-of-turn token already did part of it.
+        end = list(self.chat.assistant_end)
+        if tokens and end and tokens[-1] == end[0]:
+            end = end[1:]
+        if parsed.kind == "answer":
+            item.append(end)
+            item.final_text = text
+            self._finish(item, "answer")
+            return False
+        if cut_short:
+            self._finish(item, "context" if len(tokens) >= budget and stop != "length" else "turn_tokens")
+            return False
+
+        if parsed.kind == "tool":
+            observation = item.env.step(parsed.call)
+        else:
+            item.invalid_turns += 1
+            observation = error_observation(parsed.error)
+        obs_ids = self.chat.encode(observation)
+        room = self.cfg.max_obs_tokens - item.obs_tokens_used
+        spent = len(obs_ids) >= room
+        if spent:
+            obs_ids = obs_ids[: max(room, 0)] + self.chat.encode(TRUNCATION_NOTE)
+        item.obs_tokens_used += len(obs_ids)
+        item.append(end)
+        item.append(self.chat.observation_ids(obs_ids))
+        item.traj.observations.append(observation)
+        item.traj.boundaries.append(len(item.traj.input_ids))
+        item.traj.snapshots.append(item.env.snapshot())
+        if spent:
+            self._finish(item, "obs_budget")
+            return False
+        if item.traj.num_tool_turns >= self.cfg.max_tool_turns:
+            self._finish(item, "tool_limit")
+            return False
+        return True
+
+    def _finish(self, item: _Live, reason: str) -> None:
+        t = item.traj
+        t.finish_reason = reason
+        reward, answer, well_formed = self.reward_fn(item.final_text, item.question)
+        t.reward, t.answer = float(reward), answer
+        diagnostics = dict(item.env.diagnostics.as_dict())
+        diagnostics.update(
+            invalid_tool_calls=item.invalid_turns,
+            answer_format_valid=bool(well_formed),
+            num_tool_turns=t.num_tool_turns,
+            policy_tokens=t.num_policy_tokens,
+            finish_reason=reason,
+        )
+        t.diagnostics = diagnostics

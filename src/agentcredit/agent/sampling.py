@@ -1,0 +1,151 @@
+"""Batched sampling of one assistant turn for many sequences of different lengths.
+
+One prefill over the left-padded batch, then token-by-token decoding with the KV cache. Rows
+that stop are dropped from the batch (and from the cache), so a few long turns do not make every
+finished row pay for each further step. Log-probabilities are recorded under the same
+temperature-scaled distribution the loss recomputes (top-p truncation is not part of it, so
+training and sampling agree on the ratio's denominator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+@dataclass
+class SampledTurn:
+    token_ids: list[int]
+    logprobs: list[float]
+    stop: str  # "eos" | "stop_string" | "length"
+
+
+class StopChecker:
+    """Decides after each sampled token whether a row's turn is over.
+
+    Stop strings may span several tokens, so the decoded tail is checked, but only after tokens
+    whose text contains the last character of a stop string (a precomputed table), which keeps
+    decoding off the per-token hot path.
+    """
+
+    def __init__(self, tokenizer, stop_strings: tuple[str, ...], eos_ids: tuple[int, ...]):
+        self.tokenizer = tokenizer
+        self.stop_strings = stop_strings
+        self.eos_ids = set(eos_ids)
+        last_chars = {s[-1] for s in stop_strings}
+        vocab_size = len(tokenizer)
+        pieces = tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+        self._may_end = torch.zeros(vocab_size + 1, dtype=torch.bool)
+        for i, piece in enumerate(pieces):
+            if piece is not None and any(c in piece for c in last_chars):
+                self._may_end[i] = True
+        self._tail_tokens = max(8, max(len(s) for s in stop_strings))
+
+    def may_end(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return self._may_end[token_ids.clamp(max=len(self._may_end) - 1)]
+
+    def stop_reason(self, generated: list[int]) -> str | None:
+        last = generated[-1]
+        if last in self.eos_ids:
+            return "eos"
+        if self._may_end[min(last, len(self._may_end) - 1)]:
+            tail = self.tokenizer.decode(generated[-self._tail_tokens:], skip_special_tokens=False)
+            if any(tail.endswith(s) for s in self.stop_strings):
+                return "stop_string"
+        return None
+
+
+def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator | None) -> torch.Tensor:
+    """Nucleus sampling from already temperature-scaled logits. (B, V) -> (B,)"""
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        cumulative = sorted_probs.cumsum(dim=-1)
+        # Keep the smallest prefix whose mass reaches top_p (the top token is always kept).
+        drop = cumulative - sorted_probs >= top_p
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        choice = torch.multinomial(sorted_probs, 1, generator=generator)  # (B, 1)
+        return order.gather(-1, choice).squeeze(-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def sample_turns(
+    model,
+    sequences: list[list[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    pad_id: int,
+    stop: StopChecker,
+    generator: torch.Generator | None = None,
+) -> list[SampledTurn]:
+    """Sample one turn for each sequence. Returns one SampledTurn per input sequence."""
+    device = next(model.parameters()).device
+    B = len(sequences)
+    lengths = torch.tensor([len(s) for s in sequences])
+    L = int(lengths.max())
+    input_ids = torch.full((B, L), pad_id, dtype=torch.long)
+    attention = torch.zeros((B, L), dtype=torch.long)
+    for i, seq in enumerate(sequences):  # left padding keeps every row's next token at the same column
+        input_ids[i, L - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        attention[i, L - len(seq):] = 1
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
+
+    cache = DynamicCache()
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
+    logits = out.logits[:, -1, :]  # (B, V)
+    next_pos = lengths.to(device)  # (B,) position of the next token per row
+
+    results: list[SampledTurn | None] = [None] * B
+    generated: list[list[int]] = [[] for _ in range(B)]
+    logprobs: list[list[float]] = [[] for _ in range(B)]
+    alive = list(range(B))  # original row index of each row still in the batch
+    scale = 1.0 / max(temperature, 1e-5)
+
+    for step in range(max_new_tokens):
+        scaled = logits.float() * scale
+        if temperature <= 0:
+            tokens = scaled.argmax(-1)
+        else:
+            tokens = sample_top_p(scaled, top_p, generator)
+        token_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
+        tokens_cpu, logprobs_cpu = tokens.tolist(), token_logprobs.tolist()
+
+        keep: list[int] = []
+        for row, (token, lp) in enumerate(zip(tokens_cpu, logprobs_cpu)):
+            original = alive[row]
+            generated[original].append(token)
+            logprobs[original].append(lp)
+            reason = stop.stop_reason(generated[original])
+            if reason is None and step == max_new_tokens - 1:
+                reason = "length"
+            if reason is None:
+                keep.append(row)
+            else:
+                results[original] = SampledTurn(generated[original], logprobs[original], reason)
+        if not keep:
+            break
+        if len(keep) < len(alive):
+            # Shrinking the batch is cheaper than decoding finished rows to the end of the turn.
+            index = torch.tensor(keep, device=device)
+            cache.batch_select_indices(index)
+            attention = attention.index_select(0, index)
+            next_pos = next_pos.index_select(0, index)
+            tokens = tokens.index_select(0, index)
+            alive = [alive[r] for r in keep]
+        attention = torch.cat([attention, attention.new_ones((len(alive), 1))], dim=1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=attention,
+            position_ids=next_pos[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        next_pos = next_pos + 1
+        logits = out.logits[:, -1, :]
+    return [r if r is not None else SampledTurn(generated[i], logprobs[i], "length") for i, r in enumerate(results)]
