@@ -1,0 +1,131 @@
+"""Validation and splitting of a ``credit`` config group (``conf/credit/<name>.yaml``).
+
+A credit config is flat: ``name`` plus knobs, so ``credit.K=3`` works on the command line. Its knobs
+fall into three sets, and ``split_credit_config`` hands each consumer its own:
+- advantage knobs: the keyword arguments of the method's registered ``advantages`` function;
+- loss knobs (``LOSS_KNOBS``, shared by all methods): the keyword arguments of ``losses.policy_loss``;
+- run knobs: read by the orchestrator itself (reference checkpoint, continuation budget, …).
+An unknown key is an error, so a misspelt knob cannot be silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from agentcredit.credit.grpo import OUTCOME_SCALES
+from agentcredit.credit.losses import AGG_MODES
+from agentcredit.credit.registry import get_credit
+from agentcredit.credit.trace import ANSWER_TAIL_RULES, TRANSFORMS
+
+LOSS_KNOBS = ("clip_low", "clip_high", "loss_agg", "kl_coef", "tis_cap")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(low: int) -> tuple[Callable[[object], bool], str]:
+    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low), f"an integer >= {low}"
+
+
+def _positive() -> tuple[Callable[[object], bool], str]:
+    return (lambda v: _number(v) and v > 0), "a number > 0"
+
+
+def _non_negative() -> tuple[Callable[[object], bool], str]:
+    return (lambda v: _number(v) and v >= 0), "a number >= 0"
+
+
+def _choice(options: tuple[str, ...]) -> tuple[Callable[[object], bool], str]:
+    return (lambda v: v in options), f"one of {list(options)}"
+
+
+def _unit_interval(closed_low: bool) -> tuple[Callable[[object], bool], str]:
+    if closed_low:
+        return (lambda v: _number(v) and 0 <= v <= 1), "a number in [0, 1]"
+    return (lambda v: _number(v) and 0 < v <= 1), "a number in (0, 1]"
+
+
+_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
+    # TRACE
+    "eps": _positive(),
+    "K": _integer(0),
+    "gamma": _unit_interval(closed_low=False),
+    "lambda_term": _non_negative(),
+    "alpha_out": _non_negative(),
+    "alpha_turn": _non_negative(),
+    "transform": _choice(TRANSFORMS),
+    "normalize": ((lambda v: isinstance(v, bool)), "true or false"),
+    "answer_tail_scale": _non_negative(),
+    "answer_tail_rule": _choice(ANSWER_TAIL_RULES),
+    "reference_path": ((lambda v: v is None or (isinstance(v, str) and v != "")),
+                       "null (the initial policy weights) or a checkpoint path"),
+    # all methods
+    "outcome_scale": _choice(OUTCOME_SCALES),
+    # ProVer
+    "lam": _non_negative(),
+    "num_continuations": _integer(1),
+    "max_segment_turns": _integer(1),
+    "max_judge_corrections": _integer(0),
+    "eligible_low": _unit_interval(closed_low=True),
+    "eligible_high": _unit_interval(closed_low=True),
+    "success_threshold": ((lambda v: _number(v)), "a number (rewards >= it count as success)"),
+    # loss
+    "clip_low": ((lambda v: _number(v) and 0 < v < 1), "a number in (0, 1)"),
+    "clip_high": _positive(),
+    "loss_agg": _choice(AGG_MODES),
+    "kl_coef": _non_negative(),
+    "tis_cap": ((lambda v: v is None or (_number(v) and v > 0)), "null (off) or a number > 0"),
+}
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    name: str
+    advantage: dict
+    loss: dict
+    run: dict
+
+
+def _allowed_knobs(name: str) -> tuple[str, ...]:
+    method = get_credit(name)
+    return method.advantage_knobs + LOSS_KNOBS + method.run_knobs
+
+
+def validate_credit_config(name: str, knobs: Mapping) -> None:
+    """Raise ValueError with a one-line message on the first unknown key or out-of-range value.
+
+    ``knobs`` may include ``name`` (as in the yaml); it must then agree with ``name``.
+    """
+    allowed = _allowed_knobs(name)
+    for key, value in knobs.items():
+        if key == "name":
+            if value != name:
+                raise ValueError(f"credit.name is {value!r} but the method is {name!r}")
+            continue
+        if key not in allowed:
+            raise ValueError(f"unknown knob credit.{key} for credit={name}; allowed: {', '.join(allowed)}")
+        check, expected = _CHECKS[key]
+        if not check(value):
+            raise ValueError(f"credit.{key} must be {expected}, got {value!r}")
+    low, high = knobs.get("eligible_low", 0.0), knobs.get("eligible_high", 0.5)
+    if "eligible_low" in knobs or "eligible_high" in knobs:
+        if not low < high:
+            raise ValueError(f"credit.eligible_low ({low}) must be < credit.eligible_high ({high})")
+
+
+def split_credit_config(knobs: Mapping) -> CreditConfig:
+    """Validate a flat credit config (with ``name``) and split it into advantage, loss and run knobs.
+
+    Pass a plain dict (``OmegaConf.to_container(cfg.credit, resolve=True)``). The orchestrator calls
+    ``get_credit(c.name).advantages(group, **c.advantage)`` and ``policy_loss(..., **c.loss,
+    ratio_level=get_credit(c.name).ratio_level)``.
+    """
+    if "name" not in knobs:
+        raise ValueError("the credit config has no 'name'; choose one with credit=<name>")
+    name = knobs["name"]
+    validate_credit_config(name, knobs)
+    method = get_credit(name)
+    pick = lambda keys: {k: knobs[k] for k in keys if k in knobs}  # noqa: E731
+    return CreditConfig(name, pick(method.advantage_knobs), pick(LOSS_KNOBS), pick(method.run_knobs))

@@ -1,0 +1,73 @@
+"""The inputs every credit method's ``advantages`` function receives for one prompt group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class VerifiedSegment:
+    """A ProVer segment that went through verification: tool turns start..end (inclusive) of rollout
+    ``rollout``, with Δ = mean(R_post) − mean(R_pre) (eq. 3) from the boundary continuations."""
+
+    rollout: int
+    start: int
+    end: int
+    delta: float
+
+
+@dataclass(frozen=True)
+class CreditGroup:
+    """One prompt group of G rollouts padded to L tokens.
+
+    rewards: (G,) terminal rewards. turn_ids, loss_mask: (G, L) in the layout of ``credit.tokens``.
+    num_turns: (G,) tool turns T_g. mean_logprobs: G tensors (T_g+1,) of reference scores ℓ̄ (TRACE
+    only). segment: the verified segment (ProVer only; None when the group was not eligible, the
+    judge failed or the proposal was invalid).
+    """
+
+    rewards: Tensor
+    turn_ids: Tensor
+    loss_mask: Tensor
+    num_turns: Tensor
+    mean_logprobs: list[Tensor] | None = None
+    segment: VerifiedSegment | None = None
+
+    def __post_init__(self) -> None:
+        group_size = self.rewards.shape[0] if self.rewards.dim() == 1 else -1
+        if group_size < 1:
+            raise ValueError(f"rewards must be (G,) with G >= 1, got shape {tuple(self.rewards.shape)}")
+        for name in ("turn_ids", "loss_mask"):
+            shape = tuple(getattr(self, name).shape)
+            if len(shape) != 2 or shape[0] != group_size:
+                raise ValueError(f"{name} must be (G, L) with G = {group_size}, got {shape}")
+        if self.turn_ids.shape != self.loss_mask.shape:
+            raise ValueError(f"turn_ids {tuple(self.turn_ids.shape)} and loss_mask {tuple(self.loss_mask.shape)} differ")
+        if tuple(self.num_turns.shape) != (group_size,):
+            raise ValueError(f"num_turns must be (G,) = ({group_size},), got {tuple(self.num_turns.shape)}")
+        if self.turn_ids.numel() and (self.turn_ids.max(dim=1).values >= self.num_turns).any():
+            raise ValueError("a rollout has a token with tool turn id >= its num_turns")
+        if self.mean_logprobs is not None:
+            if len(self.mean_logprobs) != group_size:
+                raise ValueError(f"mean_logprobs must hold G = {group_size} tensors, got {len(self.mean_logprobs)}")
+            for g, scores in enumerate(self.mean_logprobs):
+                if tuple(scores.shape) != (int(self.num_turns[g]) + 1,):
+                    raise ValueError(f"mean_logprobs[{g}] must be (T_g+1,) = ({int(self.num_turns[g]) + 1},), "
+                                     f"got {tuple(scores.shape)}")
+        if self.segment is not None:
+            seg = self.segment
+            if not 0 <= seg.rollout < group_size:
+                raise ValueError(f"segment.rollout {seg.rollout} is outside the group of {group_size}")
+            if not 0 <= seg.start <= seg.end < int(self.num_turns[seg.rollout]):
+                raise ValueError(f"segment [{seg.start}, {seg.end}] is not within tool turns "
+                                 f"0..{int(self.num_turns[seg.rollout]) - 1} of rollout {seg.rollout}")
+
+    @property
+    def size(self) -> int:
+        return int(self.rewards.shape[0])
+
+    def float_rewards(self) -> Tensor:
+        return self.rewards if self.rewards.is_floating_point() else self.rewards.to(torch.get_default_dtype())

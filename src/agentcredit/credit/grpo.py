@@ -1,0 +1,38 @@
+"""Group-relative outcome advantage (GRPO), the base every credit method builds on.
+
+Two scales, both used by the papers:
+- ``"std"``: (R_g − mean R) / σ_R with the population σ, and 0 for the whole group when σ_R = 0
+  (TRACE, equation after eq. 10; Algorithm 1 line 3).
+- ``"none"``: R_g − mean R (ProVer eq. 1, the mean-centred form for binary rewards).
+
+Departure: σ_R is compared with ``STD_TOLERANCE`` rather than exact 0, for both scales. Rewards
+such as 1.1 are not exact in float32, so an all-equal group can have σ ≈ 1e-8; dividing by it
+would turn rounding noise into ±1 advantages. Below the tolerance the group carries no signal and
+every advantage is exactly 0.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+OUTCOME_SCALES = ("std", "none")
+# Rewards live on a ~0.1 grid (correct 1.0, format 0.1); any real spread is far above this.
+STD_TOLERANCE = 1e-6
+
+
+def outcome_advantages(rewards: Tensor, scale: str = "std") -> Tensor:
+    """Outcome advantage A_g of every rollout in one prompt group.
+
+    rewards: (G,) terminal rewards R_g. Returns (G,) in the rewards' float dtype.
+    """
+    if scale not in OUTCOME_SCALES:
+        raise ValueError(f"outcome scale must be one of {OUTCOME_SCALES}, got {scale!r}")
+    if rewards.dim() != 1 or rewards.numel() == 0:
+        raise ValueError(f"rewards must be a non-empty 1-D tensor (G,), got shape {tuple(rewards.shape)}")
+    rewards = rewards.to(torch.get_default_dtype()) if not rewards.is_floating_point() else rewards
+    centred = rewards - rewards.mean()  # (G,)
+    std = rewards.std(correction=0)  # population σ_R, as in the paper
+    if std <= STD_TOLERANCE:
+        return torch.zeros_like(rewards)
+    return centred / std if scale == "std" else centred

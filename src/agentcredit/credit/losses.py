@@ -1,0 +1,167 @@
+"""Policy losses as pure functions over per-token tensors of shape (B, L).
+
+``clipped_surrogate`` is the negative of TRACE eq. 12 (PPO-style clip with asymmetric bounds
+c− = 0.2, c+ = 0.28). ``aggregate`` turns per-token values into one number:
+- ``"token-mean"``: mean over every policy token of the batch (long rollouts weigh more). This is
+  what TRACE's runs used ("Loss accounting: per-token loss", Appendix A.1).
+- ``"seq-mean-token-mean"``: mean over each sequence's tokens, then over sequences. For a batch of
+  prompt groups of equal size G this equals eq. 12's (1/G) Σ_g (1/|I_g|) Σ_t, averaged over groups.
+
+Options beyond eq. 12:
+- ``ratio_level="sequence"`` (GSPO, Zheng et al. 2025): one ratio per sequence,
+  s_i = exp(mean_t (log π_θ − log π_old)), the length-normalised sequence ratio, used for every token
+  of that sequence; GSPO's clip ranges are 3e-4 / 4e-4 (``GSPO_CLIP_LOW/HIGH``).
+- Truncated importance sampling (``tis_weights``): the sampler's log-probabilities (behaviour
+  policy, e.g. an inference engine or an earlier generate call) differ slightly from the trainer's
+  recomputed π_old; each token's loss is weighted by min(π_old/π_behaviour, cap), detached.
+- ``k3_kl``: the k3 estimator exp(ref − lp) − (ref − lp) − 1 of KL(π_θ ‖ π_ref), added with kl_coef.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+AGG_MODES = ("token-mean", "seq-mean-token-mean")
+RATIO_LEVELS = ("token", "sequence")
+GSPO_CLIP_LOW = 3e-4
+GSPO_CLIP_HIGH = 4e-4
+# exp() of a log-ratio beyond this overflows float32 long before clipping could matter.
+_MAX_LOG_RATIO = 20.0
+
+
+def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """(x*m).sum() / m.sum().clamp(min=1); masked-out entries are zeroed first so padding that
+    holds inf/nan (e.g. -inf log-probs) cannot poison the sum."""
+    mask = mask.to(x.dtype)
+    masked = torch.where(mask > 0, x, torch.zeros((), dtype=x.dtype)) * mask
+    if dim is None:
+        return masked.sum() / mask.sum().clamp(min=1)
+    return masked.sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+def aggregate(x: Tensor, mask: Tensor, mode: str = "token-mean") -> Tensor:
+    """Reduce per-token values x (B, L) over the policy tokens in mask (B, L) to a scalar.
+
+    In ``seq-mean-token-mean`` a sequence without any policy token is left out of the mean over
+    sequences (it would otherwise pull the loss toward 0).
+    """
+    if mode not in AGG_MODES:
+        raise ValueError(f"loss aggregation must be one of {AGG_MODES}, got {mode!r}")
+    if mode == "token-mean":
+        return masked_mean(x, mask)
+    per_sequence = masked_mean(x, mask, dim=-1)  # (B,)
+    has_tokens = (mask.sum(-1) > 0).to(x.dtype)  # (B,)
+    return masked_mean(per_sequence, has_tokens)
+
+
+def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """Per-token k3 estimate of KL(π_θ ‖ π_ref): exp(ref − lp) − (ref − lp) − 1 ≥ 0. (B, L) → (B, L)."""
+    log_ratio = (ref_logprobs - logprobs).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def tis_weights(old_logprobs: Tensor, behaviour_logprobs: Tensor, cap: float) -> Tensor:
+    """Truncated importance weights min(π_old / π_behaviour, cap) per token, detached. (B, L) → (B, L).
+
+    old_logprobs: recomputed by the trainer with the weights that sampled the batch; behaviour_logprobs:
+    reported by the sampler for the same tokens. They differ by kernel/precision mismatch.
+    """
+    if not cap > 0:
+        raise ValueError(f"tis_cap must be > 0 (or null to disable), got {cap}")
+    log_ratio = (old_logprobs - behaviour_logprobs).detach().clamp(max=_MAX_LOG_RATIO)
+    return torch.exp(log_ratio).clamp(max=cap)
+
+
+def sequence_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's length-normalised sequence log-ratio (1/|y_i|) Σ_t (log π_θ − log π_old). (B, L) → (B,)."""
+    return masked_mean(logprobs - old_logprobs, mask, dim=-1)
+
+
+def clipped_surrogate(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    agg: str = "token-mean",
+    ratio_level: str = "token",
+    token_weights: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Loss to minimise: −aggregate(min(ρA, clip(ρ, 1−c−, 1+c+)A)) (negative of eq. 12).
+
+    All inputs (B, L); ``token_weights`` (B, L) multiplies each token's loss (TIS weights).
+    Returns (loss, stats) with detached stats: clip_frac (tokens where the clipped branch is taken),
+    clip_frac_low / clip_frac_high (by side), approx_kl (k3 estimate of KL(π_old ‖ π_θ)), ratio_mean.
+    """
+    if ratio_level not in RATIO_LEVELS:
+        raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
+    if not (0 < clip_low < 1 and clip_high > 0):
+        raise ValueError(f"need 0 < clip_low < 1 and clip_high > 0, got clip_low={clip_low}, clip_high={clip_high}")
+    token_log_ratio = logprobs - old_logprobs  # (B, L)
+    if ratio_level == "token":
+        log_ratio = token_log_ratio
+    else:
+        log_ratio = sequence_log_ratio(logprobs, old_logprobs, mask).unsqueeze(-1).expand_as(logprobs)  # (B, L)
+    ratio = torch.exp(log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))  # (B, L)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - clip_low, 1 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)  # = −min(ρA, clip(ρ)A)
+    if token_weights is not None:
+        per_token = per_token * token_weights.detach()
+    loss = aggregate(per_token, mask, agg)
+
+    with torch.no_grad():
+        took_clip = (clipped > unclipped).to(logprobs.dtype)
+        low_side = took_clip * (ratio < 1 - clip_low).to(logprobs.dtype)
+        high_side = took_clip * (ratio > 1 + clip_high).to(logprobs.dtype)
+        token_ratio = torch.exp(token_log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+        stats = {
+            "clip_frac": masked_mean(took_clip, mask),
+            "clip_frac_low": masked_mean(low_side, mask),
+            "clip_frac_high": masked_mean(high_side, mask),
+            "approx_kl": masked_mean(token_ratio - 1 - token_log_ratio, mask),
+            "ratio_mean": masked_mean(ratio, mask),
+        }
+    return loss, stats
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.28,
+    loss_agg: str = "token-mean",
+    ratio_level: str = "token",
+    ref_logprobs: Tensor | None = None,
+    kl_coef: float = 0.0,
+    behaviour_logprobs: Tensor | None = None,
+    tis_cap: float | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The full training loss: clipped surrogate (TIS-weighted when ``tis_cap`` and the sampler's
+    ``behaviour_logprobs`` are given) + kl_coef · aggregate(k3 KL to the reference).
+
+    The keyword names match the loss knobs of ``conf/credit/*.yaml``. Stats add ``kl_ref`` and
+    ``tis_weight_mean`` when those terms are active.
+    """
+    weights = None
+    if tis_cap is not None:
+        if behaviour_logprobs is None:
+            raise ValueError("tis_cap is set but no behaviour_logprobs were given; record the sampler's "
+                             "log-probabilities or set credit.tis_cap=null")
+        weights = tis_weights(old_logprobs, behaviour_logprobs, tis_cap)
+    loss, stats = clipped_surrogate(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
+                                    loss_agg, ratio_level, weights)
+    if weights is not None:
+        stats["tis_weight_mean"] = masked_mean(weights, mask).detach()
+    if kl_coef > 0:
+        if ref_logprobs is None:
+            raise ValueError("kl_coef > 0 needs ref_logprobs from the reference model; set credit.kl_coef=0 to disable")
+        kl = aggregate(k3_kl(logprobs, ref_logprobs), mask, loss_agg)
+        loss = loss + kl_coef * kl
+        stats["kl_ref"] = kl.detach()
+    return loss, stats

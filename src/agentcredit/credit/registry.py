@@ -1,0 +1,86 @@
+"""Credit methods registered by name, chosen on the command line with ``credit=<name>``.
+
+Each entry says what the orchestrator must supply before calling ``advantages``:
+reference scores ℓ̄ (``needs_reference_scores``), a verified segment (``needs_segment_verification``),
+and which importance ratio the loss uses (``ratio_level``). The orchestrator then calls
+``method.advantages(group, **advantage_knobs)`` and never branches on the method's name.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from agentcredit.credit.losses import RATIO_LEVELS
+
+AdvantageFn = Callable[..., Tensor]
+DiagnosticsFn = Callable[..., dict]
+
+
+@dataclass(frozen=True)
+class CreditMethod:
+    """name; advantages(group, **knobs) -> (G, L); knobs the orchestrator reads itself (``run_knobs``);
+    optional diagnostics(group, **knobs) -> dict of per-turn values and scalars for logging."""
+
+    name: str
+    advantages: AdvantageFn
+    needs_reference_scores: bool = False
+    needs_segment_verification: bool = False
+    ratio_level: str = "token"
+    run_knobs: tuple[str, ...] = ()
+    diagnostics: DiagnosticsFn | None = None
+    advantage_knobs: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.ratio_level not in RATIO_LEVELS:
+            raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {self.ratio_level!r}")
+        params = list(inspect.signature(self.advantages).parameters.values())
+        if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+            raise TypeError(f"credit method {self.name!r}: advantages must take the CreditGroup as first argument")
+        knobs = tuple(p.name for p in params[1:] if p.kind == p.KEYWORD_ONLY)
+        if len(knobs) != len(params) - 1:
+            raise TypeError(f"credit method {self.name!r}: every knob of advantages must be keyword-only (after *)")
+        object.__setattr__(self, "advantage_knobs", knobs)
+
+
+_REGISTRY: dict[str, CreditMethod] = {}
+
+
+def register_credit(
+    name: str,
+    *,
+    needs_reference_scores: bool = False,
+    needs_segment_verification: bool = False,
+    ratio_level: str = "token",
+    run_knobs: tuple[str, ...] = (),
+    diagnostics: DiagnosticsFn | None = None,
+) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Decorator registering ``fn(group: CreditGroup, *, knob=default, ...) -> Tensor (G, L)``."""
+
+    def decorator(fn: AdvantageFn) -> AdvantageFn:
+        if name in _REGISTRY:
+            raise ValueError(f"credit method {name!r} is already registered; pick another name")
+        _REGISTRY[name] = CreditMethod(name, fn, needs_reference_scores, needs_segment_verification,
+                                       ratio_level, tuple(run_knobs), diagnostics)
+        return fn
+
+    return decorator
+
+
+def get_credit(name: str) -> CreditMethod:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown credit method {name!r}; registered: {', '.join(available_credits())}")
+    return _REGISTRY[name]
+
+
+def available_credits() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def unregister_credit(name: str) -> None:
+    """Remove an entry (for tests and notebooks that register throwaway methods)."""
+    _REGISTRY.pop(name, None)
+
