@@ -144,6 +144,37 @@ class RolloutWorker:
             live.append(_Live(question, traj, env, obs_tokens_used=obs_used))
         return [item.traj for item in self._run(live)]
 
+    def replay(self, question: Question, turn_texts: Sequence[str]) -> Trajectory:
+        """Teacher-forced rollout: scripted turn texts go through exactly the loop a sampled turn goes
+        through (same parsing, environment steps, masks and boundaries), so warm-start data has the
+        layout of real rollouts. Scripted tokens get loss_mask 1 and log-probability 0."""
+        env = self.env_factory()
+        env.reset()
+        prompt = self.chat.prompt_ids(question.text)
+        traj = Trajectory(
+            question_id=question.id,
+            input_ids=list(prompt),
+            loss_mask=[0] * len(prompt),
+            turn_ids=[NON_POLICY] * len(prompt),
+            boundaries=[len(prompt)],
+            snapshots=[env.snapshot()],
+            old_logprobs=[0.0] * len(prompt),
+        )
+        item = _Live(question, traj, env)
+        header = list(self.chat.assistant_header)
+        for text in turn_texts:
+            item.append(header)
+            tokens = self.chat.encode(text)
+            budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
+            if budget <= 0:
+                self._finish(item, "context")
+                break
+            if not self._step(item, tokens[:budget], [0.0] * min(len(tokens), budget), "stop_string", budget):
+                break
+        else:
+            self._finish(item, "no_answer")
+        return item.traj
+
     # ------------------------------------------------------------------ the loop
     def _run(self, live: list[_Live]) -> list[_Live]:
         finished: list[_Live] = []

@@ -1,0 +1,124 @@
+"""Warm start for the tiny testbed: supervised training on imperfect oracle trajectories.
+
+A randomly initialised tiny model cannot search, so the testbed plays the part of the research
+setup's base policy with a short supervised stage. The oracle's episodes are degraded on purpose
+(vague queries, wrong opens, premature answers) so that the resulting policy is an imperfect
+searcher whose groups of 8 rollouts are mixed: the regime where credit assignment matters.
+
+Departure from the papers: they start RL from a pretrained search policy without any supervised
+stage; here the supervised stage *is* how the testbed gets a base policy at all.
+
+Examples go through `RolloutWorker.replay`, i.e. the very loop rollouts use, so the training
+sequences have exactly the token layout (masks, chat pieces, observations) of sampled rollouts.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from agentcredit.agent.protocol import render_answer, render_tool_call
+from agentcredit.agent.rollout import RolloutWorker
+from agentcredit.agent.trajectory import Trajectory, pad_batch
+from agentcredit.env.types import ToolCall
+from agentcredit.world.types import Question
+
+
+@dataclass
+class WarmStartConfig:
+    episodes: int = 1500  # oracle episodes rendered into training sequences
+    steps: int = 600
+    batch_size: int = 8
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 30
+    obs_loss_weight: float = 0.1  # language-model loss on observations helps the model learn to copy names
+    p_vague_query: float = 0.25  # per search: insert a vague query first
+    p_wrong_open: float = 0.2  # per open: open a wrong result first
+    p_premature_answer: float = 0.35  # per episode: stop early and guess
+    seed: int = 0
+
+
+def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: WarmStartConfig, guesses: Sequence[str]) -> list[str]:
+    """Turn texts of an imperfect searcher built from an oracle episode."""
+    turns: list[str] = []
+    for call in actions:
+        if call.name == "browser.search" and rng.random() < cfg.p_vague_query:
+            words = str(call.arguments.get("query", "")).split()
+            if len(words) > 1:
+                vague = " ".join(rng.sample(words, k=max(1, len(words) // 3)))
+                turns.append(render_tool_call(ToolCall(call.name, {**call.arguments, "query": vague})))
+        if call.name == "browser.open" and rng.random() < cfg.p_wrong_open:
+            right = call.arguments.get("id", -1)
+            if isinstance(right, int) and right >= 0:
+                wrong = rng.choice([i for i in range(4) if i != right])
+                turns.append(render_tool_call(ToolCall(call.name, {**call.arguments, "id": wrong})))
+        turns.append(render_tool_call(call))
+    if rng.random() < cfg.p_premature_answer and len(turns) > 1 and guesses:
+        turns = turns[: rng.randint(1, len(turns) - 1)]
+        return turns + [render_answer(rng.choice(guesses))]
+    return turns + [render_answer(answer)]
+
+
+def build_examples(
+    worker: RolloutWorker,
+    questions: Sequence[Question],
+    solve: Callable[[Question], tuple[Sequence[ToolCall], str]],
+    cfg: WarmStartConfig,
+    guesses: Sequence[str],
+    progress: bool = True,
+) -> list[Trajectory]:
+    """Render `cfg.episodes` degraded oracle episodes (cycling over `questions`) as trajectories."""
+    rng = random.Random(cfg.seed)
+    examples = []
+    for i in tqdm(range(cfg.episodes), desc="warm start: oracle episodes", disable=not progress):
+        question = questions[i % len(questions)]
+        actions, answer = solve(question)
+        examples.append(worker.replay(question, degrade(actions, answer, rng, cfg, guesses)))
+    return examples
+
+
+def sft_loss(model, batch: dict[str, torch.Tensor], obs_loss_weight: float) -> torch.Tensor:
+    """Cross-entropy on policy tokens, plus a small weight on observation tokens."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]  # (B, L-1, V)
+    targets = batch["input_ids"][:, 1:]
+    policy = batch["loss_mask"][:, 1:]
+    other = batch["attention_mask"][:, 1:].float() * (1 - policy)
+    weights = policy + obs_loss_weight * other  # (B, L-1)
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
+    return (nll * weights.reshape(-1)).sum() / weights.sum().clamp(min=1)
+
+
+def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True) -> dict:
+    """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: min(1.0, (s + 1) / cfg.warmup_steps) * max(0.05, 1 - s / max(cfg.steps, 1)),
+    )
+    # Batches of similar length waste less compute on padding.
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
+    chunks = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+    model.train()
+    start, losses = time.time(), []
+    bar = tqdm(range(cfg.steps), desc="warm start: supervised steps", disable=not progress)
+    for step in bar:
+        chunk = chunks[int(torch.randint(len(chunks), (1,), generator=generator))]
+        batch = pad_batch([examples[i] for i in chunk], pad_id)
+        loss = sft_loss(model, batch, cfg.obs_loss_weight)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss))
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
+    model.eval()
+    return {"final_loss": sum(losses[-20:]) / max(len(losses[-20:]), 1), "seconds": time.time() - start, "steps": cfg.steps}

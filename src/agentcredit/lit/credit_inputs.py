@@ -1,0 +1,70 @@
+"""What a credit method needs beyond the rollouts, supplied as its registry entry declares.
+
+- reference scores ℓ̄_k (TRACE): the frozen reference model's mean gold-answer log-probability after
+  each state S_k, from the fast shared-prefix scorer;
+- a verified segment (ProVer): judge proposal + continuations from restored states.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from agentcredit.agent.trajectory import Trajectory, pad_batch
+from agentcredit.credit.group import CreditGroup, VerifiedSegment
+from agentcredit.lit.logprobs import token_logprobs
+from agentcredit.world.types import Question
+
+SegmentVerifier = Callable[[list[Trajectory], Question, object, dict], tuple[VerifiedSegment | None, dict]]
+
+
+class CreditInputs:
+    def __init__(self, reference=None, chat=None, score_fn=None, segment_verifier: SegmentVerifier | None = None):
+        self.reference = reference
+        self.chat = chat
+        self.score_fn = score_fn  # (reference, [(input_ids, boundaries, opener, answer)]) -> [(T+1,)]
+        self.segment_verifier = segment_verifier
+
+    def reference_scores(self, trajectories: list[Trajectory], question: Question) -> list[torch.Tensor]:
+        if self.reference is None or self.score_fn is None:
+            raise ValueError("this credit method needs reference scores but no reference scorer was set up")
+        opener = self.chat.answer_opener
+        answer = self.chat.encode(question.answer)
+        items = [(t.input_ids, t.boundaries, opener, answer) for t in trajectories]
+        return self.score_fn(self.reference, items)
+
+    @torch.no_grad()
+    def reference_token_logprobs(self, input_ids, attention_mask, temperature: float) -> torch.Tensor:
+        if self.reference is None:
+            raise ValueError("credit.kl_coef > 0 needs the reference model")
+        return token_logprobs(self.reference, input_ids, attention_mask, temperature)
+
+
+def build_group(method, run_knobs: dict, trajectories: list[Trajectory], question: Question,
+                inputs: CreditInputs, worker) -> tuple[CreditGroup, dict]:
+    """The CreditGroup of one question's G rollouts, with whatever inputs `method` declares."""
+    padded = pad_batch(trajectories, pad_id=0)
+    logs: dict = {}
+    mean_logprobs = None
+    if method.needs_reference_scores:
+        t0 = time.perf_counter()
+        mean_logprobs = [s.float().cpu() for s in inputs.reference_scores(trajectories, question)]
+        logs["scoring_s"] = time.perf_counter() - t0
+        logs["mean_logprobs"] = [s.tolist() for s in mean_logprobs]
+    segment = None
+    if method.needs_segment_verification:
+        if inputs.segment_verifier is None:
+            raise ValueError(f"credit={method.name} needs a segment verifier (a judge) but none was set up")
+        segment, verify_logs = inputs.segment_verifier(trajectories, question, worker, run_knobs)
+        logs.update(verify_logs)
+    group = CreditGroup(
+        rewards=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
+        turn_ids=padded["turn_ids"],
+        loss_mask=padded["loss_mask"],
+        num_turns=torch.tensor([t.num_tool_turns for t in trajectories], dtype=torch.long),
+        mean_logprobs=mean_logprobs,
+        segment=segment,
+    )
+    return group, logs

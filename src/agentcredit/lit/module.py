@@ -1,0 +1,216 @@
+"""The LightningModule: rollout → reward → credit → clipped loss → log. It holds no formula.
+
+Each training step draws P questions, rolls out G trajectories each with the current weights
+(recording the behaviour log-probabilities), asks the chosen credit method (from the registry) for
+per-token advantages, and takes one optimiser step on the clipped objective over policy tokens.
+Everything a method needs beyond the rollouts (reference scores for TRACE, verified segments for
+ProVer) is supplied by `CreditInputs`, chosen by what the registry entry declares, never by name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
+from agentcredit.agent.trajectory import Trajectory, pad_batch
+from agentcredit.credit.config import split_credit_config
+from agentcredit.credit.losses import policy_loss
+from agentcredit.credit.registry import get_credit
+from agentcredit.lit.credit_inputs import CreditInputs, build_group
+from agentcredit.lit.logprobs import token_logprobs
+
+
+@dataclass
+class TrainSettings:
+    prompts_per_step: int = 4  # P
+    group_size: int = 8  # G
+    micro_batch_size: int = 8  # sequences per forward/backward in the loss
+    lr: float = 1e-6
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    grad_clip: float = 1.0
+    val_temperature: float = 1.0
+    samples_per_val: int = 4  # trajectories with per-turn credit written at each validation
+    seed: int = 0
+    samples_dir: str | None = None
+
+
+class AgentRLModule(L.LightningModule):
+    def __init__(self, policy, reference, chat, env_factory, reward_fn, rollout_cfg: RolloutConfig,
+                 credit_cfg: dict, settings: TrainSettings, credit_inputs: CreditInputs):
+        super().__init__()
+        self.policy = policy
+        self.reference = reference  # frozen; a plain attribute of a module that is never optimised
+        self.chat = chat
+        self.env_factory = env_factory
+        self.reward_fn = reward_fn
+        self.rollout_cfg = rollout_cfg
+        self.credit = split_credit_config(credit_cfg)
+        self.method = get_credit(self.credit.name)
+        self.settings = settings
+        self.credit_inputs = credit_inputs
+        self.automatic_optimization = False  # one update per rollout batch, gradients accumulated over micro-batches
+        self._last_samples: list[dict] = []
+        self._val_outcomes: list[dict] = []
+
+    # ------------------------------------------------------------------ rollouts
+    def _worker(self, temperature: float, stream: int) -> RolloutWorker:
+        cfg = RolloutConfig(**{**vars(self.rollout_cfg), "temperature": temperature})
+        # Sampling randomness is a function of (seed, step, rank): resumed runs sample what uninterrupted ones do.
+        seed = hash((self.settings.seed, stream, self.global_step, self.global_rank)) % (2**63)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        return RolloutWorker(self.policy, self.chat, self.env_factory, self.reward_fn, cfg, generator)
+
+    # ------------------------------------------------------------------ training
+    def training_step(self, questions, batch_idx):
+        t0 = time.perf_counter()
+        self.policy.eval()
+        worker = self._worker(self.rollout_cfg.temperature, stream=0)
+        groups = worker.rollout(questions, self.settings.group_size)
+        t_rollout = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        advantages, trajectories, credit_logs, per_turn = [], [], [], []
+        for question, trajs in zip(questions, groups):
+            group, logs = build_group(self.method, self.credit.run, trajs, question, self.credit_inputs, worker)
+            adv = self.method.advantages(group, **self.credit.advantage)  # (G, L_group)
+            if self.method.diagnostics is not None:
+                logs.update(self.method.diagnostics(group, **self.credit.advantage))
+            advantages.extend(adv.unbind(0))
+            trajectories.extend(trajs)
+            # List-valued diagnostics hold one entry per rollout of the group (e.g. TRACE's δ and r per turn).
+            per_turn.extend({k: v[j] for k, v in logs.items() if isinstance(v, list)} for j in range(len(trajs)))
+            credit_logs.append({k: v for k, v in logs.items() if not isinstance(v, list)})
+        t_credit = time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        self.policy.train()
+        stats = self._optimise(trajectories, advantages)
+        t_update = time.perf_counter() - t2
+
+        self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update)
+        self._remember_samples(trajectories, advantages, per_turn)
+
+    def _optimise(self, trajectories: list[Trajectory], advantages: list[torch.Tensor]) -> dict:
+        optimizer = self.optimizers()
+        optimizer.zero_grad(set_to_none=True)
+        pad_id = self.chat.tokenizer.pad_token_id or 0
+        total_tokens = sum(t.num_policy_tokens for t in trajectories)
+        mb = self.settings.micro_batch_size
+        sums: dict[str, float] = {}
+        for start in range(0, len(trajectories), mb):
+            chunk = trajectories[start : start + mb]
+            batch = {k: v.to(self.device) for k, v in pad_batch(chunk, pad_id).items()}
+            adv = torch.zeros_like(batch["loss_mask"])
+            for i, a in enumerate(advantages[start : start + mb]):
+                adv[i, : a.shape[0]] = a.to(self.device)
+            temperature = self.rollout_cfg.temperature
+            behaviour = batch["old_logprobs"]  # what the sampler recorded
+            old = behaviour
+            if self.credit.loss.get("tis_cap") is not None:
+                # TIS corrects for sampler/trainer mismatch: π_old is recomputed by the trainer itself.
+                with torch.no_grad():
+                    old = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature)
+            logprobs = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature)
+            ref_logprobs = None
+            if self.credit.loss.get("kl_coef", 0.0) > 0:
+                ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"], temperature)
+            loss, stats = policy_loss(
+                logprobs, old, adv, batch["loss_mask"], ratio_level=self.method.ratio_level,
+                ref_logprobs=ref_logprobs, behaviour_logprobs=behaviour, **self.credit.loss,
+            )
+            # token-mean over the whole step, not per micro-batch: weight each chunk by its share of tokens.
+            share = float(batch["loss_mask"].sum()) / max(total_tokens, 1)
+            if self.credit.loss.get("loss_agg", "token-mean") != "token-mean":
+                share = len(chunk) / len(trajectories)
+            self.manual_backward(loss * share)
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + float(value) * share
+            sums["loss"] = sums.get("loss", 0.0) + float(loss) * share
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
+        optimizer.step()
+        sums["grad_norm"] = float(grad_norm)
+        return sums
+
+    def _log_step(self, trajectories, credit_logs, stats, t_rollout, t_credit, t_update):
+        rewards = torch.tensor([t.reward for t in trajectories])
+        n = len(trajectories)
+        mean = lambda key: sum(float(t.diagnostics.get(key, 0)) for t in trajectories) / n  # noqa: E731
+        metrics = {
+            "train/reward": rewards.mean(),
+            "train/accuracy": (rewards >= 1.0).float().mean(),
+            "train/loss": stats.pop("loss"),
+            "rollout/tool_calls": mean("num_tool_turns"),
+            "rollout/invalid_tool_calls": mean("invalid_tool_calls"),
+            "rollout/format_valid": mean("answer_format_valid"),
+            "rollout/policy_tokens": mean("policy_tokens"),
+            "rollout/length": sum(len(t.input_ids) for t in trajectories) / n,
+            "time/rollout_s": t_rollout,
+            "time/credit_s": t_credit,
+            "time/update_s": t_update,
+        }
+        metrics.update({f"train/{k}": v for k, v in stats.items()})
+        scalar_logs: dict[str, list[float]] = {}
+        for logs in credit_logs:
+            for key, value in logs.items():
+                scalar_logs.setdefault(key, []).append(float(value))
+        metrics.update({key if "/" in key else f"credit/{key}": sum(v) / len(v) for key, v in scalar_logs.items()})
+        self.log_dict(metrics, prog_bar=False, on_step=True, batch_size=n)
+        self.log("reward", metrics["train/reward"], prog_bar=True, on_step=True, logger=False, batch_size=n)
+
+    def _remember_samples(self, trajectories, advantages, per_turn):
+        keep = []
+        for traj, adv, extras in list(zip(trajectories, advantages, per_turn))[: self.settings.samples_per_val]:
+            record = traj.summary()
+            record["step"] = int(self.global_step)
+            turn_ids = torch.tensor(traj.turn_ids)
+            record["turn_advantages"] = [float(adv[turn_ids == k].mean()) for k in range(traj.num_tool_turns)]
+            record.update(extras)
+            keep.append(record)
+        self._last_samples = keep
+
+    # ------------------------------------------------------------------ validation
+    def validation_step(self, questions, batch_idx):
+        worker = self._worker(self.settings.val_temperature, stream=1 + batch_idx)
+        with torch.no_grad():
+            groups = worker.rollout(questions, 1)
+        for trajs in groups:
+            t = trajs[0]
+            self._val_outcomes.append({
+                "correct": float(t.reward >= 1.0),
+                "format_valid": float(t.diagnostics.get("answer_format_valid", False)),
+                "tool_calls": float(t.num_tool_turns),
+                "invalid_tool_calls": float(t.diagnostics.get("invalid_tool_calls", 0)),
+            })
+
+    def on_validation_epoch_end(self):
+        if not self._val_outcomes:
+            return
+        n = len(self._val_outcomes)
+        avg = lambda key: sum(o[key] for o in self._val_outcomes) / n  # noqa: E731
+        self.log_dict({
+            "val/accuracy": avg("correct"), "val/format_valid": avg("format_valid"),
+            "val/tool_calls": avg("tool_calls"), "val/invalid_tool_calls": avg("invalid_tool_calls"),
+        }, sync_dist=True, batch_size=n)
+        self._val_outcomes = []
+        self._write_samples()
+
+    def _write_samples(self):
+        if not self._last_samples or self.settings.samples_dir is None or self.global_rank != 0:
+            return
+        path = Path(self.settings.samples_dir) / "credit_samples.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            for record in self._last_samples:
+                f.write(json.dumps(record, default=float) + "\n")
+
+    # ------------------------------------------------------------------ optimiser
+    def configure_optimizers(self):
+        s = self.settings
+        return torch.optim.AdamW(self.policy.parameters(), lr=s.lr, weight_decay=s.weight_decay, betas=tuple(s.betas))
