@@ -1,0 +1,177 @@
+"""Registry, the registered methods end to end on a small group, and credit config validation."""
+
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from agentcredit.credit import (
+    CreditGroup,
+    VerifiedSegment,
+    available_credits,
+    get_credit,
+    register_credit,
+    split_credit_config,
+    validate_credit_config,
+)
+from agentcredit.credit.registry import unregister_credit
+from agentcredit.credit.tokens import ANSWER_TURN as A
+from agentcredit.credit.tokens import NON_POLICY as P
+
+CONF = Path(__file__).resolve().parents[1] / "conf" / "credit"
+
+
+# --- registry ------------------------------------------------------------------------------------
+
+def test_builtin_methods_and_their_requirements():
+    assert {"grpo", "trace", "prover", "gspo"} <= set(available_credits())
+    assert get_credit("trace").needs_reference_scores and not get_credit("trace").needs_segment_verification
+    assert get_credit("prover").needs_segment_verification and not get_credit("prover").needs_reference_scores
+    assert get_credit("gspo").ratio_level == "sequence"
+    assert get_credit("grpo").ratio_level == "token"
+
+
+def test_duplicate_and_unknown_names():
+    with pytest.raises(ValueError, match="'grpo' is already registered"):
+        register_credit("grpo")(lambda group, *, outcome_scale="std": None)
+    with pytest.raises(ValueError, match="registered: grpo, gspo, prover, trace"):
+        get_credit("ppo")
+
+
+def test_registration_requires_keyword_only_knobs():
+    try:
+        with pytest.raises(TypeError, match="keyword-only"):
+            register_credit("positional_knobs")(lambda group, K: None)
+        assert "positional_knobs" not in available_credits()
+
+        @register_credit("throwaway")
+        def throwaway(group, *, scale: float = 1.0):
+            return group.loss_mask * scale
+
+        assert get_credit("throwaway").advantage_knobs == ("scale",)
+    finally:
+        unregister_credit("throwaway")
+
+
+# --- methods on a hand-made group ------------------------------------------------------------------
+
+# rollout 0: one tool turn then an answer; rollout 1: answers at once (T = 0), padded
+TURN_IDS = torch.tensor([[P, 0, 0, P, A, A], [P, A, A, P, P, P]])
+MASK = torch.tensor([[0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 0, 0]])
+
+
+def _group(**extra):
+    return CreditGroup(rewards=torch.tensor([1.1, 0.1]), turn_ids=TURN_IDS, loss_mask=MASK,
+                       num_turns=torch.tensor([1, 0]), **extra)
+
+
+def test_grpo_and_gspo_methods():
+    # mean 0.6, σ = 0.5 → A = [1, −1]
+    for name in ("grpo", "gspo"):
+        got = get_credit(name).advantages(_group())
+        assert got.tolist()[0] == pytest.approx([0, 1, 1, 0, 1, 1], abs=1e-6)
+        assert got.tolist()[1] == pytest.approx([0, -1, -1, 0, 0, 0], abs=1e-6)
+
+
+def test_trace_method_end_to_end():
+    scores = [torch.tensor([-2.0, -0.5]), torch.tensor([-3.0])]
+    # A = [1, −1]; rollout 0: δ = log((2+0.1)/(0.5+0.1)) = log 3.5 = 1.2527630
+    # K=3, T=1: c = δ; fill 2·0.8^1·1 = 1.6 → r_0 = 2.8527630
+    # tails: r̄ = [2.852763, 0], group mean 1.4263815 → 0.05·[±1.4263815] = ±0.0713191
+    # row 0: tool 1 + 0.2·2.852763 = 1.5705526; answer 1 + 0.0713191 = 1.0713191
+    # row 1: answer −1 − 0.0713191 = −1.0713191
+    got = get_credit("trace").advantages(_group(mean_logprobs=scores))
+    assert got[0].tolist() == pytest.approx([0, 1.5705526, 1.5705526, 0, 1.0713191, 1.0713191], abs=1e-5)
+    assert got[1].tolist() == pytest.approx([0, -1.0713191, -1.0713191, 0, 0, 0], abs=1e-5)
+    diag = get_credit("trace").diagnostics(_group(mean_logprobs=scores))
+    assert diag["deltas"][0] == pytest.approx([1.2527630], abs=1e-5) and diag["deltas"][1] == []
+    assert diag["turn_rewards"][0] == pytest.approx([2.8527630], abs=1e-5)
+    assert diag["turn_reward_pos_frac"] == 1.0
+
+
+def test_trace_method_needs_reference_scores():
+    with pytest.raises(ValueError, match="needs reference scores"):
+        get_credit("trace").advantages(_group())
+
+
+# "none": A = R − mean = [0.5, −0.5]; Δ = 0.5 > 0 adds λΔ = 0.5 to rollout 0's turn-0 tokens → 1.0;
+# Δ = −0.5 adds nothing → 0.5
+@pytest.mark.parametrize("delta, expected_tool", [(0.5, 1.0), (-0.5, 0.5)])
+def test_prover_method(delta, expected_tool):
+    segment = VerifiedSegment(rollout=0, start=0, end=0, delta=delta)
+    got = get_credit("prover").advantages(_group(segment=segment))
+    assert got[0].tolist() == pytest.approx([0, expected_tool, expected_tool, 0, 0.5, 0.5], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, -0.5, -0.5, 0, 0, 0], abs=1e-6)
+
+
+def test_group_validation():
+    with pytest.raises(ValueError, match="mean_logprobs\\[1\\] must be"):
+        _group(mean_logprobs=[torch.tensor([-2.0, -0.5]), torch.tensor([-3.0, -1.0])])
+    with pytest.raises(ValueError, match="not within tool turns"):
+        _group(segment=VerifiedSegment(rollout=0, start=0, end=1, delta=0.5))
+    with pytest.raises(ValueError, match="tool turn id >= its num_turns"):
+        CreditGroup(torch.tensor([1.1, 0.1]), TURN_IDS, MASK, torch.tensor([0, 0]))
+
+
+# --- conf/credit/*.yaml and validation ---------------------------------------------------------
+
+def _yaml(name):
+    return OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
+
+
+@pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover"])
+def test_yaml_validates_and_matches_function_defaults(name):
+    first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
+    assert first_line.startswith(f"# python train.py credit={name}")
+    split = split_credit_config(_yaml(name))
+    defaults = {k: p.default for k, p in inspect.signature(get_credit(name).advantages).parameters.items()
+                if p.kind == p.KEYWORD_ONLY}
+    assert split.advantage == defaults  # every knob is in the yaml, with the function's default
+
+
+def test_paper_defaults_in_yaml():
+    trace = _yaml("trace")
+    assert (trace["eps"], trace["K"], trace["gamma"], trace["lambda_term"]) == (0.1, 3, 0.8, 2.0)
+    assert (trace["alpha_out"], trace["alpha_turn"], trace["answer_tail_scale"]) == (1.0, 0.2, 0.05)
+    assert (trace["clip_low"], trace["clip_high"], trace["reference_path"]) == (0.2, 0.28, None)
+    prover = _yaml("prover")
+    assert (prover["num_continuations"], prover["lam"], prover["max_segment_turns"]) == (8, 1.0, 4)
+    assert (prover["eligible_low"], prover["eligible_high"], prover["max_judge_corrections"]) == (0.0, 0.5, 3)
+    assert (_yaml("gspo")["clip_low"], _yaml("gspo")["clip_high"]) == (3e-4, 4e-4)
+
+
+@pytest.mark.parametrize("name, knobs, message", [
+    ("trace", {"K": -1}, "credit.K must be an integer >= 0, got -1"),
+    ("trace", {"K": 1.5}, "credit.K must be an integer >= 0, got 1.5"),
+    ("trace", {"eps": 0}, "credit.eps must be a number > 0, got 0"),
+    ("trace", {"gamma": 0.0}, "credit.gamma must be a number in (0, 1], got 0.0"),
+    ("trace", {"transform": "log"}, "credit.transform must be one of ['log_ratio', 'raw', 'linear'], got 'log'"),
+    ("trace", {"normalize": "yes"}, "credit.normalize must be true or false"),
+    ("grpo", {"loss_agg": "sum"}, "credit.loss_agg must be one of ['token-mean', 'seq-mean-token-mean']"),
+    ("grpo", {"K": 3}, "unknown knob credit.K for credit=grpo; allowed: outcome_scale, clip_low"),
+    ("prover", {"eligible_low": 0.5, "eligible_high": 0.5}, "credit.eligible_low (0.5) must be < credit.eligible_high (0.5)"),
+    ("prover", {"num_continuations": 0}, "credit.num_continuations must be an integer >= 1"),
+    ("prover", {"name": "trace"}, "credit.name is 'trace' but the method is 'prover'"),
+    ("prover", {"tis_cap": -1}, "credit.tis_cap must be null (off) or a number > 0"),
+])
+def test_validation_messages(name, knobs, message):
+    with pytest.raises(ValueError) as err:
+        validate_credit_config(name, knobs)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_split_requires_a_name_and_known_method():
+    with pytest.raises(ValueError, match="no 'name'"):
+        split_credit_config({"K": 3})
+    with pytest.raises(ValueError, match="unknown credit method 'tracer'"):
+        split_credit_config({"name": "tracer"})
+
+
+def test_split_routes_knobs():
+    cfg = _yaml("trace") | {"K": 0, "tis_cap": 2.0}
+    split = split_credit_config(cfg)
+    assert split.advantage["K"] == 0 and split.loss["tis_cap"] == 2.0
+    assert split.run == {"reference_path": None} and "name" not in split.advantage
