@@ -106,6 +106,8 @@ def validate_credit_config(name: str, knobs: Mapping) -> None:
             continue
         if key not in allowed:
             raise ValueError(f"unknown knob credit.{key} for credit={name}; allowed: {', '.join(allowed)}")
+        if key not in _CHECKS:
+            continue  # a knob of a method registered elsewhere; its function validates it
         check, expected = _CHECKS[key]
         if not check(value):
             raise ValueError(f"credit.{key} must be {expected}, got {value!r}")

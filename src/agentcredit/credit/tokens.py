@@ -65,6 +65,7 @@ def trace_token_advantages(
         raise ValueError(f"turn_ids reach tool turn {turn_ids.max().item()} but only {num_turns} turn rewards were given")
     # Column T is a zero slot so non-tool tokens can share one gather, also when T = 0.
     padded = torch.cat([turn_rewards.to(dtype), turn_rewards.new_zeros(*turn_rewards.shape[:-1], 1, dtype=dtype)], dim=-1)
+    turn_ids = turn_ids.long()  # gather needs int64 indices
     index = torch.where(turn_ids >= 0, turn_ids, torch.full_like(turn_ids, num_turns))  # (..., L)
     turn_part = torch.gather(padded.expand(*turn_ids.shape[:-1], num_turns + 1), -1, index)  # (..., L)
     is_answer = (turn_ids == ANSWER_TURN).to(dtype)
