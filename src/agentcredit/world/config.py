@@ -1,0 +1,54 @@
+"""Knobs of the synthetic world. `conf/data/default.yaml` mirrors these fields."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+TEMPLATES = ("BRIDGE_ENTITY", "INTERSECTION", "COUNTING_FILTERED", "COMPARATIVE", "REVERSE_LOOKUP")
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    seed: int = 0
+    num_documents: int = 300  # one page per entity
+    num_questions: int = 1500
+    hops_min: int = 2  # distinct evidence documents per question
+    hops_max: int = 4
+    distractors_min: int = 2  # filler lines per page
+    distractors_max: int = 5
+    near_duplicate_rate: float = 0.5  # chance a name reuses a word of an existing name
+    max_page_lines: int = 14
+    max_answer_words: int = 4
+    max_attempts: int = 60  # regenerations per question slot before giving up on it
+    templates: tuple[str, ...] = field(default=TEMPLATES)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.templates) - set(TEMPLATES))
+        if unknown:
+            raise ValueError(f"unknown question templates {unknown}; choose from {list(TEMPLATES)}")
+        if not 2 <= self.hops_min <= self.hops_max <= 4:
+            raise ValueError(f"need 2 <= hops_min <= hops_max <= 4, got {self.hops_min}..{self.hops_max}")
+        if self.num_documents < 40:
+            raise ValueError(f"num_documents={self.num_documents} is too small for multi-hop questions; use >= 40")
+        if not 0 <= self.distractors_min <= self.distractors_max:
+            raise ValueError("need 0 <= distractors_min <= distractors_max")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | "WorldConfig" | None) -> "WorldConfig":
+        """Build from a plain or OmegaConf mapping; unknown keys are an error, not silently ignored."""
+        if isinstance(values, WorldConfig):
+            return values
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown data.world keys {unknown}; known keys: {sorted(known)}")
+        if "templates" in values:
+            values["templates"] = tuple(values["templates"])
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["templates"] = list(self.templates)
+        return out
