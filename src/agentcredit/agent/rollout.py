@@ -27,6 +27,7 @@ TRUNCATION_NOTE = " [observation truncated]"
 
 @dataclass
 class RolloutConfig:
+    group_size: int = 8  # G rollouts per question in training
     max_tool_turns: int = 8
     max_turn_tokens: int = 96
     max_obs_tokens: int = 2048
@@ -38,6 +39,9 @@ class RolloutConfig:
         for name in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"rollout.{name} must be a positive integer, got {getattr(self, name)}")
+        if not isinstance(self.group_size, int) or self.group_size < 2:
+            raise ValueError(f"rollout.group_size must be an integer >= 2 (group-relative advantages need "
+                             f"at least two rollouts), got {self.group_size!r}")
         if not 0.0 < float(self.top_p) <= 1.0:
             raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
         if float(self.temperature) < 0:
@@ -231,7 +235,7 @@ class RolloutWorker:
             self._finish(item, "answer")
             return False
         if cut_short:
-            self._finish(item, "context" if len(tokens) >= budget and stop != "length" else "turn_tokens")
+            self._finish(item, "context" if len(tokens) >= budget else "turn_tokens")
             return False
 
         if parsed.kind == "tool":

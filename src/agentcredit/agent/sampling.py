@@ -9,6 +9,7 @@ training and sampling agree on the ratio's denominator).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -71,6 +72,12 @@ def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator 
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def cache_kwarg(model) -> str:
+    """transformers 5.x renamed `past_key_values` to `cache`; older releases only know the old name."""
+    forward = getattr(model, "get_base_model", lambda: model)().forward
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
 @torch.no_grad()
 def sample_turns(
     model,
@@ -97,7 +104,8 @@ def sample_turns(
     input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
 
     cache = DynamicCache()
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True)
+    cache_kw = cache_kwarg(model)
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{cache_kw: cache})
     logits = out.logits[:, -1, :]  # (B, V)
     next_pos = lengths.to(device)  # (B,) position of the next token per row
 
@@ -143,8 +151,8 @@ def sample_turns(
             input_ids=tokens[:, None],
             attention_mask=attention,
             position_ids=next_pos[:, None],
-            past_key_values=cache,
             use_cache=True,
+            **{cache_kw: cache},
         )
         next_pos = next_pos + 1
         logits = out.logits[:, -1, :]

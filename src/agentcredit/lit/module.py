@@ -28,8 +28,6 @@ from agentcredit.lit.logprobs import token_logprobs
 
 @dataclass
 class TrainSettings:
-    prompts_per_step: int = 4  # P
-    group_size: int = 8  # G
     micro_batch_size: int = 8  # sequences per forward/backward in the loss
     lr: float = 1e-6
     weight_decay: float = 0.01
@@ -72,7 +70,7 @@ class AgentRLModule(L.LightningModule):
         t0 = time.perf_counter()
         self.policy.eval()
         worker = self._worker(self.rollout_cfg.temperature, stream=0)
-        groups = worker.rollout(questions, self.settings.group_size)
+        groups = worker.rollout(questions, self.rollout_cfg.group_size)
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()

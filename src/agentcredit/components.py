@@ -1,0 +1,103 @@
+"""Build the run's objects from the composed Hydra config, shared by training, evaluation and scripts.
+
+Order matters only where one object needs another: the world (and its corpus) comes first because
+the tiny testbed fits its tokenizer on it; the base policy is restored (or built) before the
+reference copy is taken, so that the reference is the policy's *initial* RL weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from agentcredit.agent.chat import ChatFormat
+from agentcredit.agent.protocol import SYSTEM_PROMPT
+from agentcredit.agent.rollout import RolloutConfig
+from agentcredit.env.corpus import Corpus
+from agentcredit.env.factory import make_env_factory
+from agentcredit.env.reward import answer_is_well_formed, extract_answer, score_answer
+from agentcredit.world.types import Question
+
+
+def plain(cfg: DictConfig | dict | None) -> dict:
+    if cfg is None:
+        return {}
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return dict(cfg)
+
+
+def make_reward_fn(env_cfg: dict) -> Callable[[str | None, Question], tuple[float, str | None, bool]]:
+    reward_cfg = env_cfg.get("reward", {}) or {}
+    correct, fmt = float(reward_cfg.get("correct_score", 1.0)), float(reward_cfg.get("format_score", 0.1))
+
+    def reward_fn(final_text: str | None, question: Question) -> tuple[float, str | None, bool]:
+        return score_answer(final_text, question.answer, correct, fmt), extract_answer(final_text), answer_is_well_formed(final_text)
+
+    return reward_fn
+
+
+@dataclass
+class Components:
+    datamodule: Any
+    corpus: Corpus
+    env_factory: Callable
+    reward_fn: Callable
+    policy: torch.nn.Module
+    tokenizer: Any
+    chat: ChatFormat
+    rollout_cfg: RolloutConfig
+    base_policy_info: dict | None = None
+
+
+def build_components(cfg: DictConfig, *, progress: bool = True) -> Components:
+    from agentcredit.lit.datamodule import QuestionDataModule
+    from agentcredit.models.loading import load_policy
+
+    datamodule = QuestionDataModule.from_config(cfg)
+    world = datamodule.world
+    corpus = Corpus(world.documents)
+    env_cfg = plain(cfg.env)
+    env_factory = make_env_factory(corpus, env_cfg)
+    reward_fn = make_reward_fn(env_cfg)
+    model_cfg = plain(cfg.model)
+    policy, tokenizer = load_policy(model_cfg, tokenizer_texts=lambda: tokenizer_corpus(world))
+    chat = ChatFormat.from_tokenizer(tokenizer, SYSTEM_PROMPT)
+    rollout_cfg = RolloutConfig(**plain(cfg.rollout))
+    components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg)
+    if model_cfg.get("warm_start", False):
+        from agentcredit.agent.base_policy import ensure_base_policy
+
+        components.base_policy_info = ensure_base_policy(cfg, components, progress=progress)
+    return components
+
+
+def tokenizer_corpus(world) -> list[str]:
+    """Texts the tiny testbed's tokenizer is fitted on: everything it will read or write."""
+    from agentcredit.agent.protocol import render_answer, render_tool_call
+    from agentcredit.env.types import ToolCall
+
+    texts = [SYSTEM_PROMPT]
+    texts += [f"{d.title}\n{d.url}\n" + "\n".join(d.lines) for d in world.documents]
+    texts += [q.text for q in world.questions]
+    texts += [render_answer(q.answer) for q in world.questions]
+    # Tool-call JSON in the exact rendered form, so its punctuation becomes a handful of tokens.
+    examples = [ToolCall("browser.search", {"query": "x", "topn": 5}), ToolCall("browser.open", {"id": 0}),
+                ToolCall("browser.find", {"pattern": "x"})]
+    texts += [render_tool_call(c) for c in examples] * 200
+    texts += ["Error: " + json.dumps({"id": -1}), "Matches", "No matches", "[observation truncated]"]
+    return texts
+
+
+def run_dir_path(cfg: DictConfig) -> Path:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:  # not under @hydra.main (tests compose configs directly)
+        return Path(cfg.get("output_dir") or "outputs/adhoc")

@@ -1,0 +1,209 @@
+"""`QuestionDataModule`: the world (synthetic or user-supplied), its splits, and question streams.
+
+- train: an endless stream, reshuffled every pass with a seed derived from (seed, pass), so the
+  stream is a pure function of the seed. Its position is part of `state_dict()`; a resumed run
+  continues the same stream at the first batch the interrupted run had not trained on.
+- val / test: the first `n_val` / `n_test` questions of their splits, in a fixed order.
+Batches are `list[Question]` of `prompts_per_step` questions. Under DDP each rank takes every
+world_size-th question of the same stream, so ranks never see the same question in one step.
+
+The synthetic world is cached as JSON under `cache_dir()/worlds/`, keyed by the world config and a
+hash of the generator's source, so editing the generator never serves a stale world.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+import agentcredit.world as world_pkg
+from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.world.config import WorldConfig
+from agentcredit.world.generator import World, generate_world
+from agentcredit.world.splits import split_questions
+from agentcredit.world.types import Question
+from agentcredit.world.user import load_user_world
+
+
+def _rank_and_world_size() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class QuestionBatch(list):
+    """A list of questions that remembers where in the train stream it ends (for resuming)."""
+
+    stream_end: int | None = None
+
+
+class QuestionStream(IterableDataset):
+    """Endless seeded shuffle over `questions`; `position` counts stream items already handed out."""
+
+    def __init__(self, questions: Sequence[Question], seed: int):
+        if not questions:
+            raise ValueError("the train split is empty; lower data.val_fraction / data.test_fraction or add questions")
+        self.questions = tuple(questions)
+        self.seed = seed
+        self.position = 0
+
+    def order(self, epoch: int) -> list[int]:
+        order = list(range(len(self.questions)))
+        random.Random(int(stable_hash([self.seed, "train-stream", epoch]), 16)).shuffle(order)
+        return order
+
+    def item(self, position: int) -> Question:
+        epoch, index = divmod(position, len(self.questions))
+        return self.questions[self.order(epoch)[index]]
+
+    def __iter__(self) -> Iterator[Question]:
+        rank, world_size = _rank_and_world_size()
+        position = self.position
+        epoch, order = -1, []
+        while True:
+            if position % world_size == rank:
+                e, index = divmod(position, len(self.questions))
+                if e != epoch:
+                    epoch, order = e, self.order(e)
+                # Round up to whole rounds of ranks so every rank records the same position.
+                self.position = (position // world_size + 1) * world_size
+                yield self.questions[order[index]]
+            position += 1
+
+    def state_dict(self) -> dict[str, int]:
+        return {"position": self.position, "seed": self.seed, "size": len(self.questions)}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        if state.get("seed") != self.seed or state.get("size") != len(self.questions):
+            raise ValueError("the checkpoint's question stream was made from other data; resume with the same data and seed")
+        self.position = int(state["position"])
+
+
+class FixedQuestions(IterableDataset):
+    """A fixed list, split across DDP ranks by position."""
+
+    def __init__(self, questions: Sequence[Question]):
+        self.questions = tuple(questions)
+
+    def __iter__(self) -> Iterator[Question]:
+        rank, world_size = _rank_and_world_size()
+        return iter(self.questions[rank::world_size])
+
+
+def world_source_hash() -> str:
+    """Hash of the generator's source files: part of the world cache key."""
+    folder = Path(world_pkg.__file__).parent
+    return stable_hash([(p.name, p.read_text()) for p in sorted(folder.glob("*.py"))])
+
+
+def load_or_generate_world(cfg: WorldConfig, use_cache: bool = True) -> World:
+    if not use_cache:
+        return generate_world(cfg)
+    path = cache_dir() / "worlds" / f"{stable_hash([cfg.as_dict(), world_source_hash()])}.json"
+    if path.is_file():
+        return World.from_json(path.read_text())
+    world = generate_world(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{random.getrandbits(32)}")  # concurrent builders never see half a file
+    tmp.write_text(world.to_json())
+    tmp.replace(path)
+    return world
+
+
+class QuestionDataModule(L.LightningDataModule):
+    def __init__(self, world: Mapping[str, Any] | WorldConfig | None = None, prompts_per_step: int = 4,
+                 n_val: int = 64, n_test: int = 200, val_fraction: float = 0.2, test_fraction: float = 0.2,
+                 seed: int = 0, corpus_path: str | None = None, questions_path: str | None = None,
+                 use_cache: bool = True):
+        super().__init__()
+        if prompts_per_step < 1:
+            raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
+        if (corpus_path is None) != (questions_path is None):
+            raise ValueError("a user world needs both data.corpus_path and data.questions_path (or neither)")
+        self.world_config = WorldConfig.from_mapping(world)
+        self.prompts_per_step = prompts_per_step
+        self.n_val, self.n_test = n_val, n_test
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.seed = seed
+        self.corpus_path, self.questions_path = corpus_path, questions_path
+        self.use_cache = use_cache
+        self._consumed: int | None = None  # stream position after the last batch handed to training
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "QuestionDataModule":
+        """Build from the composed run config: `data` group, `train.prompts_per_step`, top-level `seed`."""
+        from agentcredit.components import plain
+
+        data = plain(cfg["data"])
+        train = plain(cfg.get("train")) if cfg.get("train") is not None else {}
+        prompts = train.get("prompts_per_step", data.pop("prompts_per_step", 4))
+        data.pop("prompts_per_step", None)
+        return cls(**data, prompts_per_step=int(prompts), seed=int(cfg.get("seed", 0)))
+
+    # ----- data ------------------------------------------------------------------------------
+
+    @cached_property
+    def world(self) -> World:
+        if self.corpus_path is not None:
+            return load_user_world(self.corpus_path, self.questions_path)
+        return load_or_generate_world(self.world_config, self.use_cache)
+
+    @property
+    def corpus_documents(self):
+        return self.world.documents
+
+    @cached_property
+    def splits(self) -> dict[str, tuple[Question, ...]]:
+        return split_questions(self.world, self.val_fraction, self.test_fraction, self.seed)
+
+    def split_questions(self, split: str) -> tuple[Question, ...]:
+        """All questions of a split ("train" | "val" | "test"), independent of n_val / n_test."""
+        if split not in self.splits:
+            raise ValueError(f"unknown split {split!r}; use one of {sorted(self.splits)}")
+        return self.splits[split]
+
+    @cached_property
+    def train_stream(self) -> QuestionStream:
+        return QuestionStream(self.splits["train"], self.seed)
+
+    # ----- loaders ---------------------------------------------------------------------------
+
+    def _collate_train(self, questions: list[Question]) -> QuestionBatch:
+        batch = QuestionBatch(questions)
+        batch.stream_end = self.train_stream.position
+        return batch
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_stream, batch_size=self.prompts_per_step, collate_fn=self._collate_train)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(FixedQuestions(self.splits["val"][: self.n_val]), batch_size=self.prompts_per_step, collate_fn=list)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(FixedQuestions(self.splits["test"][: self.n_test]), batch_size=self.prompts_per_step, collate_fn=list)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        # Lightning fetches one batch ahead; the batch reaching this hook is the one being trained
+        # on, so its end (not the loader's read-ahead position) is where a resumed run must continue.
+        if isinstance(batch, QuestionBatch) and batch.stream_end is not None:
+            self._consumed = batch.stream_end
+        return batch
+
+    # ----- resume ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.train_stream.state_dict()
+        if self._consumed is not None:
+            state["position"] = self._consumed
+        return {"train_stream": state}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        self.train_stream.load_state_dict(state_dict["train_stream"])
+        self._consumed = None

@@ -1,0 +1,184 @@
+"""Rollout loop: masks, turn ids, boundaries, sampled tokens, continuation from a boundary."""
+
+import pytest
+import torch
+
+import agentcredit.agent.rollout as rollout_module
+from agentcredit.agent.chat import ChatFormat
+from agentcredit.agent.protocol import render_answer, render_tool_call
+from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
+from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY
+from agentcredit.components import make_reward_fn
+from agentcredit.env.browser import BrowserEnv
+from agentcredit.env.corpus import Corpus
+from agentcredit.env.retrieval import build_retriever
+from agentcredit.env.types import ToolCall
+from agentcredit.models.loading import load_policy
+from agentcredit.world.types import Document, Question
+
+DOCS = [
+    Document("d0", "Lena Marsh", "https://w/lena-marsh", ("Lena Marsh is a painter.", "She was born in Korvel in 1961.")),
+    Document("d1", "Korvel", "https://w/korvel", ("Korvel is a port town.", "Its mayor is Ada Fenn.")),
+    Document("d2", "Ada Fenn", "https://w/ada-fenn", ("Ada Fenn is a mayor.", "She founded Blue Harbor Trust in 2004.")),
+    Document("d3", "Blue Harbor Trust", "https://w/bht", ("Blue Harbor Trust is a charity.",)),
+]
+QUESTION = Question("q0", "Which charity did the mayor of the painter's birth town found?", "Blue Harbor Trust", "BRIDGE_ENTITY")
+TINY = {"kind": "tiny", "hidden_size": 64, "num_layers": 2, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 128,
+        "vocab_size": 600, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def setup():
+    corpus = Corpus(DOCS)
+    retriever = build_retriever("bm25", corpus)
+    texts = [d.text for d in DOCS] * 20 + [QUESTION.text, render_tool_call(ToolCall("browser.search", {"query": "x"}))] * 20
+    policy, tokenizer = load_policy(TINY, tokenizer_texts=lambda: texts)
+    chat = ChatFormat.from_tokenizer(tokenizer)
+    env_factory = lambda: BrowserEnv(corpus, retriever)  # noqa: E731
+    return policy, tokenizer, chat, env_factory
+
+
+def make_worker(setup, **overrides):
+    policy, tokenizer, chat, env_factory = setup
+    cfg = RolloutConfig(**{"max_tool_turns": 4, "max_turn_tokens": 24, "max_context_tokens": 2048, **overrides})
+    return RolloutWorker(policy, chat, env_factory, make_reward_fn({}), cfg, torch.Generator().manual_seed(0))
+
+
+def check_layout(traj, chat):
+    ids, mask, turns = traj.input_ids, traj.loss_mask, traj.turn_ids
+    assert len(ids) == len(mask) == len(turns) == len(traj.old_logprobs)
+    assert len(traj.boundaries) == len(traj.snapshots) == traj.num_tool_turns + 1
+    # Only sampled tokens carry loss; every sampled token has a turn id, nothing else does.
+    for m, t, lp in zip(mask, turns, traj.old_logprobs):
+        assert (m == 1) == (t != NON_POLICY)
+        if m == 0:
+            assert lp == 0.0
+    assert all(m == 0 for m in mask[: traj.boundaries[0]])
+    # Each S_k (k >= 1) ends with the tool message's closing piece.
+    close = list(chat.obs_close)
+    for b in traj.boundaries[1:]:
+        assert ids[b - len(close) : b] == close
+    # Policy tokens of turn k decode to the turn's text; tool turns are 0..T-1 in order.
+    for k in range(traj.num_tool_turns):
+        tokens = [i for i, t in zip(ids, turns) if t == k]
+        assert chat.tokenizer.decode(tokens, skip_special_tokens=False) == traj.turn_texts[k]
+        assert max(p for p, t in enumerate(turns) if t == k) < traj.boundaries[k + 1]
+        assert min(p for p, t in enumerate(turns) if t == k) > traj.boundaries[k]
+
+
+def test_scripted_episode_has_exact_layout_and_reward(setup):
+    worker = make_worker(setup)
+    chat = setup[2]
+    turns = [
+        render_tool_call(ToolCall("browser.search", {"query": "Ada Fenn founded", "topn": 3})),
+        render_tool_call(ToolCall("browser.open", {"id": 0})),
+        "garbage without a call",
+        render_answer("Blue Harbor Trust"),
+    ]
+    traj = worker.replay(QUESTION, turns)
+    check_layout(traj, chat)
+    assert traj.num_tool_turns == 3 and traj.finish_reason == "answer"
+    assert traj.reward == pytest.approx(1.1)
+    assert traj.diagnostics["invalid_tool_calls"] == 1
+    assert traj.observations[2].startswith("Error: ")
+    answer_tokens = [i for i, t in zip(traj.input_ids, traj.turn_ids) if t == ANSWER_TURN]
+    assert chat.tokenizer.decode(answer_tokens) == render_answer("Blue Harbor Trust")
+    # Observations are appended as the encoding of the environment's text, never re-tokenised.
+    env = setup[3]()
+    env.reset()
+    first_obs = env.step(ToolCall("browser.search", {"query": "Ada Fenn founded", "topn": 3}))
+    assert traj.observations[0] == first_obs
+    b0 = traj.boundaries[1]
+    obs_ids = chat.observation_ids(chat.encode(first_obs))
+    assert traj.input_ids[b0 - len(obs_ids) : b0] == obs_ids
+
+
+def test_sampled_rollouts_record_exactly_the_sampled_tokens(setup, monkeypatch):
+    recorded = []
+    real = rollout_module.sample_turns
+
+    def recording(*args, **kwargs):
+        out = real(*args, **kwargs)
+        recorded.extend(out)
+        return out
+
+    monkeypatch.setattr(rollout_module, "sample_turns", recording)
+    worker = make_worker(setup)
+    groups = worker.rollout([QUESTION, QUESTION], group_size=3)
+    trajectories = [t for g in groups for t in g]
+    assert [len(g) for g in groups] == [3, 3]
+    sampled_total = sum(len(s.token_ids) for s in recorded)
+    assert sum(t.num_policy_tokens for t in trajectories) == sampled_total
+    pool = sorted(tuple(s.token_ids) for s in recorded)
+    found = []
+    for traj in trajectories:
+        check_layout(traj, setup[2])
+        for turn in sorted(set(traj.turn_ids) - {NON_POLICY}):
+            found.append(tuple(i for i, t in zip(traj.input_ids, traj.turn_ids) if t == turn))
+        assert traj.finish_reason in {"answer", "tool_limit", "turn_tokens", "context", "obs_budget"}
+        lp = [x for x, m in zip(traj.old_logprobs, traj.loss_mask) if m]
+        assert all(x <= 0 for x in lp)
+    assert sorted(found) == pool
+
+
+def test_recorded_logprobs_match_a_full_forward(setup):
+    policy = setup[0]
+    worker = make_worker(setup)
+    traj = worker.rollout([QUESTION], group_size=2)[0][0]
+    from agentcredit.lit.logprobs import token_logprobs
+
+    ids = torch.tensor([traj.input_ids])
+    full = token_logprobs(policy, ids, torch.ones_like(ids))[0]
+    mask = torch.tensor(traj.loss_mask, dtype=torch.bool)
+    assert torch.allclose(full[mask], torch.tensor(traj.old_logprobs)[mask], atol=1e-4)
+
+
+def test_continuation_reproduces_prefix_and_environment(setup):
+    worker = make_worker(setup)
+    turns = [
+        render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
+        render_tool_call(ToolCall("browser.open", {"id": 1})),
+        render_tool_call(ToolCall("browser.find", {"pattern": "mayor"})),
+        render_answer("Ada Fenn"),
+    ]
+    traj = worker.replay(QUESTION, turns)
+    for k in range(traj.num_tool_turns + 1):
+        for cont in worker.continue_from(traj, k, QUESTION, n=2):
+            b = traj.boundaries[k]
+            assert cont.input_ids[:b] == traj.input_ids[:b]
+            assert cont.loss_mask[:b] == traj.loss_mask[:b]
+            assert cont.boundaries[: k + 1] == traj.boundaries[: k + 1]
+            assert cont.continued_from == k
+            check_layout(cont, setup[2])
+    # The restored environment behaves exactly as the original did from S_1 on.
+    env = setup[3]()
+    env.restore(traj.snapshots[1])
+    assert env.step(ToolCall("browser.open", {"id": 1})) == traj.observations[1]
+
+
+def test_tool_turn_limit_stops_the_rollout(setup):
+    worker = make_worker(setup, max_tool_turns=2)
+    call = render_tool_call(ToolCall("browser.search", {"query": "Korvel"}))
+    traj = worker.replay(QUESTION, [call] * 5)
+    assert traj.num_tool_turns == 2 and traj.finish_reason == "tool_limit"
+    assert traj.reward == 0.0 and traj.diagnostics["answer_format_valid"] is False
+
+
+def test_observation_budget_truncates_and_stops(setup):
+    worker = make_worker(setup, max_obs_tokens=20)
+    traj = worker.replay(QUESTION, [render_tool_call(ToolCall("browser.search", {"query": "Korvel"}))] * 3)
+    assert traj.finish_reason == "obs_budget" and traj.num_tool_turns == 1
+
+
+def test_context_limit_stops_the_rollout(setup):
+    chat = setup[2]
+    limit = len(chat.prompt_ids(QUESTION.text)) + 40
+    worker = make_worker(setup, max_context_tokens=limit, max_turn_tokens=96)
+    call = render_tool_call(ToolCall("browser.search", {"query": "Korvel"}))
+    traj = worker.replay(QUESTION, [call] * 3)
+    assert traj.finish_reason == "context"
+    for traj in worker.rollout([QUESTION], group_size=2)[0]:
+        assert traj.finish_reason == "context"
+        # Sampling never goes past the limit; only the fixed chat pieces around a turn may.
+        sampled_end = max(i for i, m in enumerate(traj.loss_mask) if m) + 1 if traj.num_policy_tokens else 0
+        assert sampled_end <= limit

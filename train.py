@@ -1,0 +1,15 @@
+"""Hydra entry point. python train.py credit=trace credit.K=3  (see conf/config.yaml and README.md)."""
+
+import hydra
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float:
+    from agentcredit.train import run
+
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()
