@@ -3,7 +3,9 @@
 The model is run with plain `transformers` and mean pooling + L2 normalisation, which is what the
 sentence-transformers pipeline of this checkpoint does (its modules.json: Transformer → mean
 Pooling → Normalize), without importing sentence-transformers. One embedder is loaded per
-process and shared by every retriever and every BrowserEnv.
+process and shared by every retriever and every BrowserEnv. Queries are embedded on one thread
+(torch's thread count is set to 1 for the call and put back), so do not embed from several Python
+threads that also run other torch work.
 """
 
 from __future__ import annotations
@@ -77,9 +79,16 @@ class Embedder:
         return out
 
     def _embed_query_uncached(self, text: str) -> np.ndarray:
-        # Batch of one, so no padding: the same query always gets bit-identical vectors.
+        # Batch of one (no padding) on one thread: the same query always gets bit-identical
+        # vectors, and a few tokens gain nothing from intra-op threads while paying heavily for
+        # them when the cores are busy with the policy (measured ~7x slower at 2 threads).
         with self._lock:
-            vec = self._encode([text])[0]
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                vec = self._encode([text])[0]
+            finally:
+                torch.set_num_threads(threads)
         vec.setflags(write=False)  # shared through the cache
         return vec
 

@@ -12,6 +12,7 @@ Both break score ties by corpus order, so results are a pure function of (corpus
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ from agentcredit.paths import stable_hash
 from agentcredit.world.types import Document
 
 RETRIEVER_KINDS = ("dense", "bm25")
+log = logging.getLogger(__name__)
 
 
 def document_passages(doc: Document, lines_per_passage: int) -> list[str]:
@@ -64,6 +66,8 @@ class DenseRetriever:
                 passages = document_passages(doc, lines_per_passage)
                 texts.extend(passages)
                 owners.extend([i] * len(passages))
+            # One-time cost per corpus (CPU-bound: ~20 MFLOP per token), so say where it goes.
+            log.info("Embedding %d passages of %d documents into %s", len(texts), len(corpus), self.index_dir)
             vectors = self.embedder.embed_passages(texts)  # (P, D)
             self.index = faiss.IndexFlatIP(vectors.shape[1])
             self.index.add(vectors)
