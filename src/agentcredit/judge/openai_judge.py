@@ -1,0 +1,79 @@
+"""`judge=openai`: the agentic judge served by any OpenAI-compatible chat-completions endpoint.
+
+    AGENTCREDIT_JUDGE_BASE_URL=http://localhost:8000/v1 AGENTCREDIT_JUDGE_MODEL=my-model \
+        python train.py credit=prover judge=openai
+
+Base URL, model and key come from the config (``judge.base_url`` …) or, when those are null, from
+AGENTCREDIT_JUDGE_BASE_URL, AGENTCREDIT_JUDGE_MODEL and AGENTCREDIT_JUDGE_API_KEY. The tools go out
+as function tools; every request has ``timeout_s``, and any transport error or timeout becomes a
+``JudgeError`` (the group keeps GRPO credit; training goes on).
+"""
+
+from __future__ import annotations
+
+import os
+
+from agentcredit.judge.agentic import AssistantTurn, ToolCallRequest
+from agentcredit.judge.base import JudgeError
+
+ENV_BASE_URL = "AGENTCREDIT_JUDGE_BASE_URL"
+ENV_MODEL = "AGENTCREDIT_JUDGE_MODEL"
+ENV_API_KEY = "AGENTCREDIT_JUDGE_API_KEY"
+# Self-hosted endpoints (vLLM, llama.cpp, …) often need no key, but the client insists on one.
+NO_KEY = "unused"
+
+
+class OpenAIChatBackend:
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout_s: float = 60.0,
+                 max_retries: int = 2, temperature: float | None = None, max_completion_tokens: int | None = None):
+        from openai import OpenAI
+
+        if float(timeout_s) <= 0:
+            raise ValueError(f"judge.timeout_s must be > 0, got {timeout_s}")
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self.temperature = temperature
+        self.max_completion_tokens = max_completion_tokens
+        self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=self.timeout_s, max_retries=int(max_retries))
+
+    @classmethod
+    def from_config(cls, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                    **options) -> "OpenAIChatBackend":
+        base_url = base_url or os.environ.get(ENV_BASE_URL) or None
+        model = model or os.environ.get(ENV_MODEL) or None
+        api_key = api_key or os.environ.get(ENV_API_KEY) or None
+        if not model:
+            raise ValueError(f"judge=openai needs a model name: set {ENV_MODEL} or judge.model=<name>")
+        if base_url is None and api_key is None:
+            raise ValueError(f"judge=openai needs an endpoint: set {ENV_BASE_URL} (self-hosted) or {ENV_API_KEY} "
+                             "(the OpenAI API), or judge.base_url / judge.api_key")
+        return cls(model, base_url, api_key or NO_KEY, **options)
+
+    def complete(self, messages: list[dict], tools: list[dict] | None) -> AssistantTurn:
+        import openai
+
+        request: dict = {"model": self.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        if self.temperature is not None:
+            request["temperature"] = float(self.temperature)
+        if self.max_completion_tokens is not None:
+            request["max_completion_tokens"] = int(self.max_completion_tokens)
+        try:
+            response = self.client.chat.completions.create(**request)
+        except openai.APITimeoutError as err:
+            raise JudgeError(f"the judge endpoint gave no answer within judge.timeout_s={self.timeout_s:g}s") from err
+        except openai.OpenAIError as err:
+            raise JudgeError(f"the judge endpoint failed: {type(err).__name__}: {err}") from err
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise JudgeError("the judge endpoint returned no choices; check that it speaks chat completions")
+        message = choices[0].message
+        calls = tuple(
+            ToolCallRequest(call.id, call.function.name, call.function.arguments or "")
+            for call in (message.tool_calls or [])
+            if getattr(call, "function", None) is not None
+        )
+        usage = getattr(response, "usage", None)
+        tokens = int(getattr(usage, "total_tokens", 0) or 0) if usage is not None else 0
+        return AssistantTurn(message.content, calls, tokens)
