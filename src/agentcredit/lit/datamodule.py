@@ -7,8 +7,7 @@
 Batches are `list[Question]` of `prompts_per_step` questions. Under DDP each rank takes every
 world_size-th question of the same stream, so ranks never see the same question in one step.
 
-The synthetic world is cached as JSON under `cache_dir()/worlds/`, keyed by the world config and a
-hash of the generator's source, so editing the generator never serves a stale world.
+The synthetic world is cached as JSON under `cache_dir()/worlds/` (see `world/cache.py`).
 """
 
 from __future__ import annotations
@@ -16,17 +15,16 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-import agentcredit.world as world_pkg
-from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.paths import stable_hash
+from agentcredit.world.cache import load_or_generate_world
 from agentcredit.world.config import WorldConfig
-from agentcredit.world.generator import World, generate_world
+from agentcredit.world.generator import World
 from agentcredit.world.splits import split_questions
 from agentcredit.world.types import Question
 from agentcredit.world.user import load_user_world
@@ -95,26 +93,6 @@ class FixedQuestions(IterableDataset):
     def __iter__(self) -> Iterator[Question]:
         rank, world_size = _rank_and_world_size()
         return iter(self.questions[rank::world_size])
-
-
-def world_source_hash() -> str:
-    """Hash of the generator's source files: part of the world cache key."""
-    folder = Path(world_pkg.__file__).parent
-    return stable_hash([(p.name, p.read_text()) for p in sorted(folder.glob("*.py"))])
-
-
-def load_or_generate_world(cfg: WorldConfig, use_cache: bool = True) -> World:
-    if not use_cache:
-        return generate_world(cfg)
-    path = cache_dir() / "worlds" / f"{stable_hash([cfg.as_dict(), world_source_hash()])}.json"
-    if path.is_file():
-        return World.from_json(path.read_text())
-    world = generate_world(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{random.getrandbits(32)}")  # concurrent builders never see half a file
-    tmp.write_text(world.to_json())
-    tmp.replace(path)
-    return world
 
 
 class QuestionDataModule(L.LightningDataModule):

@@ -14,7 +14,7 @@ from agentcredit.world import names as N
 from agentcredit.world.config import WorldConfig
 
 # Share of the corpus per entity type; works outnumber organisations so catalogues have 3-4 entries.
-TYPE_SHARES = {"person": 0.34, "org": 0.10, "work": 0.36, "place": 0.08, "event": 0.12}
+TYPE_SHARES = {"person": 0.30, "org": 0.12, "work": 0.38, "place": 0.08, "event": 0.12}
 MAX_CATALOGUE = 7  # works per organisation, so an organisation page stays within max_page_lines
 ID_PREFIX = {"person": "per", "org": "org", "work": "wrk", "place": "plc", "event": "evt"}
 

@@ -101,7 +101,7 @@ def generate_questions(cfg: WorldConfig, ents: dict[str, Entity], kb: KnowledgeB
     rejections: Counter[str] = Counter()
     made: Counter[str] = Counter()
     questions: list[Question] = []
-    seen_texts: set[str] = set()
+    seen: set[str] = set()  # texts and program hashes already used
     ctx = Ctx(ents, random.Random(0), cfg.hops_min, cfg.hops_max)
     for slot in range(cfg.num_questions):
         template = cfg.templates[slot % len(cfg.templates)]
@@ -111,8 +111,10 @@ def generate_questions(cfg: WorldConfig, ents: dict[str, Entity], kb: KnowledgeB
             if cand is None:
                 rejections["template_not_applicable"] += 1
                 continue
-            if cand.text in seen_texts:
-                rejections["duplicate_text"] += 1
+            # Same program = same question, however it is worded ("in the" / "around the").
+            key = stable_hash(cand.program)
+            if cand.text in seen or key in seen:
+                rejections["duplicate"] += 1
                 continue
             q = to_question(cand, kb, f"q{slot:05d}")
             reason = rejection_reason(q, kb, cfg.max_answer_words)
@@ -122,7 +124,7 @@ def generate_questions(cfg: WorldConfig, ents: dict[str, Entity], kb: KnowledgeB
                 rejections[reason.split(":")[0]] += 1
                 continue
             questions.append(q)
-            seen_texts.add(q.text)
+            seen.update((q.text, key))
             made[template] += 1
             break
     missing = [t for t in cfg.templates if made[t] == 0]

@@ -29,6 +29,7 @@ LITERAL = {"person": ("born",), "org": ("founded", "staff"), "work": ("appeared"
 ENTITY_ASK = {"person": "Who is {X}?", "org": "Which organisation is {X}?", "place": "Which town is {X}?"}
 # A chain ending in based_in reads better as a where-question than "Which town is the town where ...".
 BASED_IN_ASK = "In which town is {X} based?"
+P_ASK_CREATOR = 0.75
 # Work attributes stated only on the work's own page, used to filter or rank a catalogue.
 WORK_QUALITIES = ("awards", "sales")
 SUPERLATIVE = {("awards", True): "has the highest awards total", ("awards", False): "has the lowest awards total",
@@ -175,6 +176,20 @@ def _catalogue_ops(org: Entity, year_range) -> list[dict]:
     return ops
 
 
+def _ask_about_work(ctx: Ctx, work: Entity, org: Entity, wording: str, condition: str,
+                    ops: list[dict], n_candidates: int) -> tuple[str, str]:
+    """Ask for the selected work itself, or (mostly) for its creator, read off the same page.
+
+    Asking for the creator keeps the answer off the catalogue page: a reader who stops after the
+    catalogue cannot pick the answer by guessing among the titles; with only two candidates a
+    guess would be right half the time, so those always ask for the creator."""
+    scope = " ".join(f"{work.kind} released by {org.name} {wording}".split())
+    if n_candidates < 3 or ctx.rng.random() < P_ASK_CREATOR:
+        ops.append({"op": "hop", "rel": "creator"})
+        return f"Who is the creator of the {scope} that {condition}?", ctx.ents[work.attrs["creator"]].name
+    return f"Which {scope} {condition}?", work.name
+
+
 def build_intersection(ctx: Ctx) -> Candidate | None:
     org = ctx.rng.choice(_orgs_with_works(ctx, 2))
     qualities = ctx.rng.sample(WORK_QUALITIES, ctx.rng.choice((1, 2)))
@@ -193,12 +208,11 @@ def build_intersection(ctx: Ctx) -> Candidate | None:
         return None
     if len(conditions) == 2 and any(n_passing(cands, [c]) == 1 for c in conditions):
         return None
-    answer = next(w for w in cands if n_passing([w]) == 1)
-    words = " and ".join(w for _, w, _ in conditions)
-    text = " ".join(f"Which {answer.kind} released by {org.name} {wording}".split()) + f" {words}?"
+    work = next(w for w in cands if n_passing([w]) == 1)
     ops = _catalogue_ops(org, year_range) + [{"op": "where", "rel": q, "pred": pred} for q, _, pred in conditions]
+    text, answer = _ask_about_work(ctx, work, org, wording, " and ".join(w for _, w, _ in conditions), ops, len(cands))
     obf = ["qualitative_quantity", "masked_entity"] + (["blurred_time"] if year_range else [])
-    return Candidate("INTERSECTION", text, ops, answer.name, obf)
+    return Candidate("INTERSECTION", text, ops, answer, obf)
 
 
 def build_counting(ctx: Ctx) -> Candidate | None:
@@ -255,12 +269,11 @@ def _build_catalogue_comparison(ctx: Ctx) -> Candidate | None:
         return None
     cands, wording, year_range = found
     pick = max if use_max else min
-    answer = pick(cands, key=lambda w: w.attrs[quality])
-    text = " ".join(f"Which {answer.kind} released by {org.name} {wording}".split())
-    text += f" {SUPERLATIVE[(quality, use_max)]}?"
+    work = pick(cands, key=lambda w: w.attrs[quality])
     ops = _catalogue_ops(org, year_range) + [{"op": "argmax" if use_max else "argmin", "rel": quality}]
+    text, answer = _ask_about_work(ctx, work, org, wording, SUPERLATIVE[(quality, use_max)], ops, len(cands))
     obf = ["masked_entity"] + (["blurred_time"] if year_range else [])
-    return Candidate("COMPARATIVE", text, ops, answer.name, obf)
+    return Candidate("COMPARATIVE", text, ops, answer, obf)
 
 
 def build_comparative(ctx: Ctx) -> Candidate | None:
