@@ -48,8 +48,6 @@ def _openai(cfg: dict) -> Judge:
 
 
 def _local(cfg: dict) -> Judge:
-    from agentcredit.models.loading import load_policy
-
     agentic, rest = _split(cfg, AGENTIC_KNOBS)
     _check_keys("local", rest, {"model"} | _parameters(hf_generator) - {"model", "tokenizer"})
     model_cfg = dict(rest.pop("model", None) or {})
@@ -57,6 +55,8 @@ def _local(cfg: dict) -> Judge:
         raise ValueError(f"judge.model.kind must be one of {list(LOCAL_MODEL_KINDS)} (a pretrained chat model), "
                          f"got {model_cfg.get('kind')!r}")
     model_cfg["lora"] = {"enabled": False}  # the judge is never trained
+    from agentcredit.models.loading import load_policy  # transformers is slow to import; only this judge needs it
+
     model, tokenizer = load_policy(model_cfg)
     model.eval()
     return AgenticJudge(LocalChatBackend(hf_generator(model, tokenizer, **rest)), **agentic)

@@ -65,6 +65,8 @@ class OpenAIChatBackend:
             raise JudgeError(f"the judge endpoint gave no answer within judge.timeout_s={self.timeout_s:g}s") from err
         except openai.OpenAIError as err:
             raise JudgeError(f"the judge endpoint failed: {type(err).__name__}: {err}") from err
+        except ValueError as err:  # the client parses the body itself; a non-JSON body surfaces as ValueError
+            raise JudgeError(f"the judge endpoint's reply is not a chat completion: {err}") from err
         choices = getattr(response, "choices", None)
         if not choices:
             raise JudgeError("the judge endpoint returned no choices; check that it speaks chat completions")

@@ -1,0 +1,175 @@
+"""ProVer's verify stage: eligibility, the chosen rollout, judge corrections and failures, Δ, logs."""
+
+import pytest
+import torch
+
+from agentcredit.agent.verification import choose_expert, generated_tokens, make_segment_verifier, proposal_problem
+from agentcredit.credit.registry import get_credit
+from agentcredit.judge import HeuristicJudge, JudgeError, Proposal, RandomJudge, build_judge_context
+from agentcredit.lit.credit_inputs import CreditInputs, build_group
+from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj, make_traj, open_result, page, search
+
+PROVER_RUN = {"num_continuations": 8, "max_segment_turns": 4, "max_judge_corrections": 3,
+              "eligible_low": 0.0, "eligible_high": 0.5, "success_threshold": 1.0}
+
+
+class ScriptedJudge:
+    """Returns scripted (start, end) proposals in order and records the correction reasons."""
+
+    def __init__(self, *segments, error=None):
+        self.segments = list(segments)
+        self.error = error
+        self.reasons: list[str] = []
+        self.contexts = []
+
+    def _next(self, context):
+        self.contexts.append(context)
+        if self.error is not None:
+            raise self.error
+        start, end = self.segments.pop(0) if len(self.segments) > 1 else self.segments[0]
+        return Proposal(start, end, "scripted")
+
+    def propose(self, context):
+        return self._next(context)
+
+    def correct(self, context, previous, reason):
+        self.reasons.append(reason)
+        return self._next(context)
+
+
+def mixed_group():
+    """G = 8, two successes (rate 0.25): the expert (T = 5) at index 2 and a longer success at index 5."""
+    longer = expert_traj()
+    longer.turn_texts.insert(0, search("Lena Marsh painter"))
+    longer.observations.insert(0, "Search results:\n[0] Lena Marsh (https://w/lena-marsh)")
+    longer.boundaries.append(longer.boundaries[-1] + 9)  # one more tool turn: T = 6
+    longer.snapshots.append("s6")
+    group = [failed_traj(), error_traj(), expert_traj(), failed_traj(0.0), failed_traj(), longer, error_traj(), failed_traj()]
+    assert [t.num_tool_turns for t in group] == [3, 2, 5, 3, 3, 6, 2, 3]
+    return group
+
+
+def test_delta_and_logs_by_hand():
+    pre = [0.0, 0.0, 1.1, 0.0, 0.0, 0.1, 0.0, 0.0]  # from s_2: mean 1.2 / 8 = 0.15
+    post = [1.1, 1.1, 0.0, 1.1, 1.1, 0.1, 1.1, 0.0]  # from s_4: mean 5.6 / 8 = 0.7
+    worker = FakeWorker({2: pre, 4: post}, new_tokens=6)
+    group = mixed_group()
+    segment, logs = make_segment_verifier(HeuristicJudge())(group, QUESTION, worker, PROVER_RUN)
+    assert (segment.rollout, segment.start, segment.end) == (2, 2, 3)  # heuristic: novel search + novel page
+    assert segment.delta == pytest.approx(0.55)
+    assert worker.calls == [(2, 8), (4, 8)]  # s_ℓ = boundary ℓ, s_{r+1} = boundary r + 1
+    # Policy tokens of the rollouts: failed 3·3 + 2 = 11, error 2·3 = 6, expert 5·3 + 2 = 17, longer 17 + 0.
+    assert logs == pytest.approx({
+        "eligible": 1.0, "verified": 1.0, "judge_failure": 0.0, "accepted": 1.0, "segment_len": 2.0,
+        "delta": 0.55, "value_pre": 0.15, "value_post": 0.7, "judge_corrections": 0.0, "judge_tokens": 0.0,
+        "extra_tokens": 16 * 6.0, "group_tokens": 11.0 * 4 + 6 * 2 + 17 * 2,
+        "time/judge_s": logs["time/judge_s"], "time/verify_s": logs["time/verify_s"],
+    })
+    assert all(isinstance(v, float) for v in logs.values())
+
+
+def test_continuations_are_never_trained_on():
+    worker = FakeWorker({2: [0.0] * 8, 4: [1.1] * 8})
+    group = mixed_group()
+    verifier = make_segment_verifier(HeuristicJudge())
+    method = get_credit("prover")
+    credit_group, logs = build_group(method, PROVER_RUN, group, QUESTION, CreditInputs(segment_verifier=verifier), worker)
+    assert len(worker.returned) == 16
+    assert credit_group.rewards.shape == (8,) and credit_group.turn_ids.shape[0] == 8  # the G rollouts only
+    assert not any(isinstance(v, list) for v in logs.values())  # nothing per-continuation reaches the batch
+    adv = method.advantages(credit_group, lam=1.0, outcome_scale="none")  # (G, L)
+    outcome = credit_group.rewards - credit_group.rewards.mean()  # (G,)
+    turn_ids = credit_group.turn_ids[2]
+    in_segment = (turn_ids >= 2) & (turn_ids <= 3)
+    assert in_segment.sum() == 6  # 3 policy tokens in each of turns 2 and 3
+    assert torch.allclose(adv[2][in_segment], outcome[2] + 1.1)  # λ·Δ with Δ = 1.1 − 0
+    other = credit_group.loss_mask[2].bool() & ~in_segment
+    assert torch.allclose(adv[2][other], outcome[2].expand(int(other.sum())))
+
+
+def test_negative_delta_is_returned_but_not_accepted():
+    worker = FakeWorker({2: [1.1] * 8, 4: [1.1] * 4 + [0.0] * 4})
+    segment, logs = make_segment_verifier(HeuristicJudge())(mixed_group(), QUESTION, worker, PROVER_RUN)
+    assert segment.delta == pytest.approx(-0.55) and logs["accepted"] == 0.0 and logs["verified"] == 1.0
+
+
+@pytest.mark.parametrize("rewards", [[0.0] * 8, [1.1] * 4 + [0.0] * 4, [1.1] * 8])
+def test_groups_outside_the_eligible_band_are_left_alone(rewards):
+    group = [make_traj([(search("x"), "Search results:")], "<answer>a</answer>", r) for r in rewards]
+    judge, worker = ScriptedJudge((0, 0)), FakeWorker({})
+    segment, logs = make_segment_verifier(judge)(group, QUESTION, worker, PROVER_RUN)
+    assert segment is None and judge.contexts == [] and worker.calls == []
+    assert logs == {"eligible": 0.0, "extra_tokens": 0.0, "group_tokens": 8 * 5.0}
+
+
+def test_eligibility_band_comes_from_the_run_knobs():
+    group = [expert_traj()] * 4 + [failed_traj()] * 4  # rate 0.5: outside (0, 0.5), inside (0, 0.6)
+    worker = FakeWorker({3: [0.0] * 3, 4: [0.0] * 3})
+    knobs = {**PROVER_RUN, "eligible_high": 0.6, "num_continuations": 3, "max_segment_turns": 1}
+    judge = ScriptedJudge((3, 3))
+    segment, logs = make_segment_verifier(judge)(group, QUESTION, worker, knobs)
+    assert logs["eligible"] == 1.0 and worker.calls == [(3, 3), (4, 3)] and segment.delta == 0.0
+    assert judge.contexts[0].max_segment_turns == 1
+
+
+def test_choose_expert_prefers_the_shortest_success_with_a_tool_turn():
+    assert choose_expert([0.0, 1.1, 1.1, 1.1], [1, 5, 3, 3], 1.0) == 2
+    assert choose_expert([1.1, 1.1, 0.0], [0, 4, 1], 1.0) == 1  # a success without tool turns has no segment
+    assert choose_expert([1.1, 0.0, 0.0], [0, 2, 2], 1.0) is None
+
+
+def test_successes_without_tool_turns_skip_the_judge():
+    group = [make_traj([], "<answer>Blue Harbor Trust</answer>", 1.1)] + [failed_traj()] * 3
+    judge = ScriptedJudge((0, 0))
+    segment, logs = make_segment_verifier(judge)(group, QUESTION, FakeWorker({}), PROVER_RUN)
+    assert segment is None and judge.contexts == []
+    assert (logs["eligible"], logs["verified"], logs["judge_failure"]) == (1.0, 0.0, 0.0)
+
+
+def test_invalid_proposals_are_corrected_with_the_validation_reason():
+    worker = FakeWorker({1: [0.0] * 8, 2: [1.1] * 8})
+    judge = ScriptedJudge((3, 5), (0, 4), (1, 1))  # terminal end, then 5 turns, then valid
+    segment, logs = make_segment_verifier(judge)(mixed_group(), QUESTION, worker, PROVER_RUN)
+    assert (segment.start, segment.end) == (1, 1) and logs["judge_corrections"] == 2.0
+    assert "final (terminal) turn" in judge.reasons[0] and "at most 4" in judge.reasons[1]
+
+
+def test_too_many_invalid_proposals_end_in_judge_failure(caplog):
+    judge, worker = ScriptedJudge((4, 5)), FakeWorker({})
+    segment, logs = make_segment_verifier(judge)(mixed_group(), QUESTION, worker, {**PROVER_RUN, "max_judge_corrections": 2})
+    assert segment is None and len(judge.contexts) == 3 and worker.calls == []
+    assert (logs["judge_failure"], logs["judge_corrections"], logs["extra_tokens"]) == (1.0, 2.0, 0.0)
+    assert "keeps GRPO credit" in caplog.text and "invalid after 2 corrections" in caplog.text
+
+
+@pytest.mark.parametrize("error", [RuntimeError("endpoint down"), JudgeError("timeout"), TimeoutError(), KeyError("x")])
+def test_any_judge_exception_becomes_judge_failure(error):
+    segment, logs = make_segment_verifier(ScriptedJudge(error=error))(mixed_group(), QUESTION, FakeWorker({}), PROVER_RUN)
+    assert segment is None and logs["judge_failure"] == 1.0 and "accepted" not in logs
+
+
+def test_random_paper_draws_that_are_invalid_are_discarded_without_correction():
+    outcomes = []
+    judge = RandomJudge(seed=0, mode="paper")
+    for _ in range(30):
+        worker = FakeWorker({b: [0.0] * 8 for b in range(6)})
+        segment, logs = make_segment_verifier(judge)(mixed_group(), QUESTION, worker, PROVER_RUN)
+        outcomes.append((segment is None, logs["judge_failure"], logs["judge_corrections"]))
+    assert {o for o in outcomes if o[0]} == {(True, 1.0, 1.0)}  # one refused correction, then failure
+    assert any(not o[0] for o in outcomes)
+
+
+def test_failed_actions_cannot_be_credited():
+    expert = make_traj([(search("x"), "Search results:\n[0] A (https://w/a)"), (open_result(7), "Error: id 7 is out of range"),
+                        (open_result(0), page("A"))], "<answer>A</answer>", 1.1)
+    context = build_judge_context([expert, error_traj()], QUESTION.text, 0, 4, 1.0)
+    assert "turn 1 is a malformed or failed action" in proposal_problem(Proposal(0, 2), context.expert, 4)
+    assert proposal_problem(Proposal(2, 2), context.expert, 4) is None
+    assert proposal_problem(Proposal(0, 2), context.expert, 4, require_valid_actions=False) is None
+    assert proposal_problem(Proposal(None, None, problem="not JSON"), context.expert, 4) == "not JSON"
+
+
+def test_generated_tokens_excludes_the_restored_prefix():
+    worker = FakeWorker({3: [0.0]}, new_tokens=5)
+    (continuation,) = worker.continue_from(expert_traj(), 3, QUESTION, 1)
+    assert continuation.num_policy_tokens == 3 * 3 + 5 and generated_tokens(continuation) == 5
