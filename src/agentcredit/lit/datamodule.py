@@ -12,6 +12,7 @@ The synthetic world is cached as JSON under `cache_dir()/worlds/` (see `world/ca
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
@@ -116,14 +117,15 @@ class QuestionDataModule(L.LightningDataModule):
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "QuestionDataModule":
-        """Build from the composed run config: `data` group, `train.prompts_per_step`, top-level `seed`."""
+        """Build from the composed run config: the `data` group and the top-level `seed`."""
         from agentcredit.components import plain
 
         data = plain(cfg["data"])
-        train = plain(cfg.get("train")) if cfg.get("train") is not None else {}
-        prompts = train.get("prompts_per_step", data.pop("prompts_per_step", 4))
-        data.pop("prompts_per_step", None)
-        return cls(**data, prompts_per_step=int(prompts), seed=int(cfg.get("seed", 0)))
+        known = set(inspect.signature(cls).parameters) - {"seed"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown data config keys {unknown}; known keys: {sorted(known)}")
+        return cls(**data, seed=int(cfg.get("seed", 0)))
 
     # ----- data ------------------------------------------------------------------------------
 
