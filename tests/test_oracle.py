@@ -64,6 +64,18 @@ def test_every_string_the_oracle_sends_was_visible(world, bm25_env):
         assert episode.answer in seen  # the answer was read, never taken from the question record
 
 
+def test_reading_off_the_open_page_saves_the_finds(world, bm25_env):
+    for q in world.questions[:30]:
+        bm25_env.reset()
+        with_find = solve(q, bm25_env)
+        bm25_env.reset()
+        without = solve(q, bm25_env, use_find=False)
+        assert without.answer == with_find.answer == q.answer
+        finds = sum(c.name == "browser.find" for c in with_find.actions)
+        assert len(without.actions) == len(with_find.actions) - finds + sum(c.name == "browser.find" for c in without.actions)
+        assert len(without.actions) < len(with_find.actions)
+
+
 def test_one_page_budget(world, bm25_env):
     for q in world.questions[:20]:
         bm25_env.reset()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -32,6 +35,16 @@ def test_same_seed_gives_byte_identical_world(world):
     assert _digest(generate_world(SMALL)) == _digest(world)
 
 
+def test_world_does_not_depend_on_the_process_hash_seed(world):
+    code = ("from agentcredit.world.config import WorldConfig; from agentcredit.world.generator import generate_world; "
+            "import hashlib; print(hashlib.sha256(generate_world(WorldConfig(seed=3, num_documents=90, "
+            "num_questions=100)).to_json().encode()).hexdigest())")
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == _digest(world)
+
+
 def test_other_seed_gives_other_world(world):
     other = generate_world(WorldConfig(seed=4, num_documents=90, num_questions=100))
     assert _digest(other) != _digest(world)
@@ -48,7 +61,7 @@ def test_pages_are_short_and_regular(world):
     assert len(world.documents) == SMALL.num_documents
     assert len({d.title for d in world.documents}) == len(world.documents)  # titles name one page each
     for doc in world.documents:
-        assert 5 <= len(doc.lines) <= SMALL.max_page_lines, doc
+        assert 1 + 3 + SMALL.distractors_min <= len(doc.lines) <= SMALL.max_page_lines, doc
         assert all(len(line.split()) <= 16 for line in doc.lines), doc
         assert 1 <= len(doc.title.split()) <= 3
 
