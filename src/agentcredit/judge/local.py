@@ -58,14 +58,14 @@ def parse_reply(text: str, call_offset: int = 0) -> AssistantTurn:
     """The generated text with its tool calls; unreadable tool calls are left to the text (and so fail
     as a proposal with a correction message, rather than as a tool error)."""
     calls = []
-    for n, body in enumerate(_TOOL_CALL.findall(text)):
+    for body in _TOOL_CALL.findall(text):
         try:
             payload = json.loads(body.strip())
         except json.JSONDecodeError:
             continue
         if isinstance(payload, dict) and isinstance(payload.get("name"), str):
             arguments = payload.get("arguments", {})
-            calls.append(ToolCallRequest(f"call_{call_offset + n}", payload["name"], json.dumps(arguments)))
+            calls.append(ToolCallRequest(f"call_{call_offset + len(calls)}", payload["name"], json.dumps(arguments)))
     return AssistantTurn(text, tuple(calls))
 
 
