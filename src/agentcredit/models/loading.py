@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ import torch
 from huggingface_hub.errors import HFValidationError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from agentcredit.models.cache_io import publish_directory
 from agentcredit.models.tiny import build_tiny_model
 from agentcredit.models.tokenizer import CHATML_TEMPLATE, END_OF_TEXT, build_tiny_tokenizer
 from agentcredit.paths import cache_dir, stable_hash
@@ -134,7 +133,7 @@ def _load_smollm2(cfg: Mapping[str, Any], _texts: TokenizerTexts | None):
         tokenizer.chat_template = CHATML_TEMPLATE
     if END_OF_TEXT in tokenizer.get_vocab():
         tokenizer.pad_token = END_OF_TEXT
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
 
 
@@ -146,17 +145,16 @@ def _converted_smollm2(gguf: Path) -> Path:
         return target
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        tokenizer.save_pretrained(scratch)
-        model.save_pretrained(scratch)
-        os.replace(scratch, target)  # another process may have won the race; its copy is identical
-    except OSError:
-        if not (target / "config.json").exists():
-            raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    # The weights are already dequantised to float32; only the GGUF marker blocks save_pretrained.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+    def write(directory: Path) -> None:
+        tokenizer.save_pretrained(directory)
+        model.save_pretrained(directory)
+
+    publish_directory(target, write, marker="config.json")
     return target
 
 

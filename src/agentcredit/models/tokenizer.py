@@ -16,15 +16,12 @@ Choices (the real models decide these for themselves):
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from agentcredit.models.cache_io import publish_directory
 from agentcredit.paths import cache_dir, stable_hash
 
 IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
@@ -75,7 +72,7 @@ def build_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> PreTra
     if (target / "tokenizer.json").exists():
         return AutoTokenizer.from_pretrained(target)
     tokenizer = _fit(materialised, vocab_size)
-    _save_atomically(tokenizer, target)
+    publish_directory(target, tokenizer.save_pretrained, marker="tokenizer.json")
     return tokenizer
 
 
@@ -99,18 +96,3 @@ def _fit(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     )
     tokenizer.chat_template = CHATML_TEMPLATE
     return tokenizer
-
-
-def _save_atomically(tokenizer: PreTrainedTokenizerFast, target: Path) -> None:
-    # Several processes (DDP ranks, parallel sweeps) may fit the same tokenizer at once:
-    # each writes a private directory and the first rename wins.
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        tokenizer.save_pretrained(scratch)
-        os.replace(scratch, target)
-    except OSError:
-        if not (target / "tokenizer.json").exists():
-            raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
