@@ -100,7 +100,8 @@ def test_plan_must_name_what_the_question_says(world, bm25_env):
 
 def test_check_cli_prints_one_json_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path))
-    check.main(["--n", "6", "--split", "val", "--retriever", "bm25", "--num-documents", "80"])
+    check.main(["--n", "6", "--split", "val", "--retriever", "bm25", "--num-documents", "80",
+                "--num-questions", "60"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
     result = json.loads(lines[0])

@@ -189,3 +189,18 @@ def test_program_count_argmax_and_missing_facts():
                                           [{"op": "start", "entity": "w2", "mention": "Work Two"}, {"op": "hop", "rel": "creator"}]]},
              {"op": "argmin", "rel": "born"}]
     assert run_program(union, kb).answers == ()  # p2's birth year is not stated anywhere
+
+
+def test_rejected_candidates_are_regenerated(monkeypatch):
+    from agentcredit.world import generator
+
+    calls = Counter()
+
+    def reject_first_draw_of_each_slot(q, kb, max_answer_words):
+        calls[q.id] += 1
+        return "answer_unique: crafted rejection" if calls[q.id] == 1 else None
+
+    monkeypatch.setattr(generator, "rejection_reason", reject_first_draw_of_each_slot)
+    w = generator.generate_world(WorldConfig(seed=3, num_documents=90, num_questions=20))
+    assert len(w.questions) == 20
+    assert w.stats["rejections"]["answer_unique"] == 20

@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--retriever", choices=RETRIEVER_KINDS, default="dense")
     parser.add_argument("--seed", type=int, default=0, help="world seed (data.world.seed)")
     parser.add_argument("--num-documents", type=int, default=WorldConfig.num_documents)
+    parser.add_argument("--num-questions", type=int, default=WorldConfig.num_questions)
     parser.add_argument("--hops-max", type=int, default=WorldConfig.hops_max)
     parser.add_argument("--no-cache", action="store_true", help="regenerate the world instead of loading the cache")
     args = parser.parse_args(argv)
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--n must be >= 1")
 
     start = time.time()
-    cfg = WorldConfig(seed=args.seed, num_documents=args.num_documents, hops_max=args.hops_max)
+    cfg = WorldConfig(seed=args.seed, num_documents=args.num_documents, num_questions=args.num_questions,
+                      hops_max=args.hops_max)
     world = load_or_generate_world(cfg, use_cache=not args.no_cache)
     questions = split_questions(world)[args.split][: args.n]
     if len(questions) < args.n:

@@ -83,9 +83,9 @@ def to_question(cand: Candidate, kb: KnowledgeBase, qid: str) -> Question:
     result = run_program(cand.program, kb)
     evidence = tuple(dict.fromkeys(Evidence(f.doc_id, f.line) for f in result.evidence))
     anchor = next(op["entity"] for op in _flat_ops(cand.program) if op["op"] == "start")
-    q = Question(qid, cand.text, cand.answer, cand.template, evidence, 0, anchor,
-                 {"program": cand.program, "obfuscations": list(dict.fromkeys(cand.obfuscations))})
-    return Question(q.id, q.text, q.answer, q.template, q.evidence, len(q.doc_ids), q.anchor, q.meta)
+    hops = len(dict.fromkeys(e.doc_id for e in evidence))
+    return Question(qid, cand.text, cand.answer, cand.template, evidence, hops, anchor,
+                    {"program": cand.program, "obfuscations": list(dict.fromkeys(cand.obfuscations))})
 
 
 def _flat_ops(program: list[dict]):
