@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig
 
 from agentcredit.components import build_components, plain, run_dir_path
-from agentcredit.validation import validate_config
+from agentcredit.validation import prepare_config
 
 
 def build_module(cfg: DictConfig, components):
@@ -69,7 +69,7 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
 
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
-    validate_config(cfg)  # before any model is loaded: a bad value costs nothing
+    cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
     L.seed_everything(int(cfg.seed), workers=True, verbose=False)
     components = build_components(cfg)
     module = build_module(cfg, components)

@@ -2,13 +2,24 @@
 
 Each failure is one line naming the key and what it accepts, e.g.
     config error: credit.K must be an integer >= 0, got -1
+
+`conf/credit/_sweepable.yaml` gives the credit node every registered method's knobs (unset), so one
+sweep can set a knob that only some of its methods use (`-m credit=grpo,trace credit.K=0,1,3,5`).
+`prepare_config` drops the knobs the chosen method does not use (naming the ones that were set in one
+warning line) after checking their values, so a bad value is an error even where it would be ignored.
 """
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import copy
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agentcredit.components import plain
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -20,19 +31,76 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def _method_knobs(name: str) -> tuple[str, ...]:
+    from agentcredit.credit.config import LOSS_KNOBS
+    from agentcredit.credit.registry import get_credit
+
+    method = get_credit(name)
+    return method.advantage_knobs + LOSS_KNOBS + method.run_knobs
+
+
+def knob_owners() -> dict[str, list[str]]:
+    """knob -> the registered methods that read it."""
+    from agentcredit.credit.registry import available_credits
+
+    owners: dict[str, list[str]] = {}
+    for name in available_credits():
+        for knob in _method_knobs(name):
+            owners.setdefault(knob, []).append(name)
+    return owners
+
+
+def split_method_credit(credit: dict) -> tuple[dict, dict]:
+    """(the chosen method's credit config, other methods' knobs that were set and will be ignored).
+
+    Keys that are nobody's knob stay in the first dict, so the method's own validation rejects them."""
+    import agentcredit.credit  # noqa: F401  (registers the built-in methods)
+
+    name = credit.get("name")
+    _require(name is not None, "credit has no name; choose a method with credit=<name>")
+    try:
+        own = set(_method_knobs(name))
+    except ValueError as err:
+        raise ConfigError(f"credit={name}: {err}") from None
+    owners = knob_owners()
+    kept, ignored = {"name": name}, {}
+    for key, value in credit.items():
+        if key == "name":
+            continue
+        if key in own or key not in owners:
+            kept[key] = value
+        elif value is not None:
+            ignored[key] = value
+    return kept, ignored
+
+
+def _check_ignored_values(ignored: dict) -> None:
+    from agentcredit.credit.config import validate_credit_config
+
+    owners = knob_owners()
+    for key, value in ignored.items():
+        validate_credit_config(owners[key][0], {key: value})
+
+
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
 
-    credit = plain(cfg.credit)
-    _require("name" in credit, "credit has no name; choose a method with credit=<name>")
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} must be set (it is ??? in the config); add {missing[0]}=<value> to the command")
+    credit, ignored = split_method_credit(plain(cfg.credit))
     try:
         validate_credit_config(credit["name"], credit)
+        _check_ignored_values(ignored)
         browser_kwargs(plain(cfg.env))
         RolloutConfig(**plain(cfg.rollout))
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
+    ref = credit.get("reference_path")
+    _require(ref is None or Path(ref).exists(),
+             f"credit.reference_path {ref!r} does not exist; give a .ckpt of this project or a save_pretrained directory")
 
     train = plain(cfg.train)
     mb = train.get("micro_batch_size")
@@ -46,3 +114,16 @@ def validate_config(cfg: DictConfig) -> None:
     model_kinds = ("tiny", "smollm2_135m", "hf")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")
+
+
+def prepare_config(cfg: DictConfig) -> DictConfig:
+    """Validate, and return a copy whose credit node holds only the chosen method's knobs."""
+    validate_config(cfg)
+    credit, ignored = split_method_credit(plain(cfg.credit))
+    if ignored:
+        knobs = ", ".join(f"credit.{k}={v}" for k, v in ignored.items())
+        log.warning(f"credit={credit['name']} does not use {knobs}; ignored")
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.credit = OmegaConf.create(credit)
+    return cfg
