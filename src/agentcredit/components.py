@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from agentcredit.agent.chat import ChatFormat
-from agentcredit.agent.protocol import SYSTEM_PROMPT
+from agentcredit.agent.protocol import SYSTEM_PROMPT, system_prompt
 from agentcredit.agent.rollout import RolloutConfig
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.factory import make_env_factory
@@ -67,7 +67,7 @@ def build_components(cfg: DictConfig, *, progress: bool = True) -> Components:
     reward_fn = make_reward_fn(env_cfg)
     model_cfg = plain(cfg.model)
     policy, tokenizer = load_policy(model_cfg, tokenizer_texts=lambda: tokenizer_corpus(world))
-    chat = ChatFormat.from_tokenizer(tokenizer, SYSTEM_PROMPT)
+    chat = ChatFormat.from_tokenizer(tokenizer, system_prompt(model_cfg.get("system_prompt", "full")))
     rollout_cfg = RolloutConfig(**plain(cfg.rollout))
     components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg)
     if model_cfg.get("warm_start", False):
@@ -82,7 +82,7 @@ def tokenizer_corpus(world) -> list[str]:
     from agentcredit.agent.protocol import render_answer, render_tool_call
     from agentcredit.env.types import ToolCall
 
-    texts = [SYSTEM_PROMPT]
+    texts = [SYSTEM_PROMPT, system_prompt("compact")]
     texts += [f"{d.title}\n{d.url}\n" + "\n".join(d.lines) for d in world.documents]
     texts += [q.text for q in world.questions]
     texts += [render_answer(q.answer) for q in world.questions]

@@ -24,24 +24,25 @@ INFO = "info.json"
 RECIPE_VERSION = 1
 
 
-def base_policy_key(cfg, tokenizer) -> str:
+def base_policy_key(cfg, components) -> str:
     from agentcredit.components import plain
 
     model = {k: v for k, v in plain(cfg.model).items() if k not in ("lora", "reference", "rl_lr")}
     return stable_hash({
         "recipe": RECIPE_VERSION,
         "data": plain(cfg.data),
+        "world": components.datamodule.world.hash,
         "env": plain(cfg.env),
         "model": model,
         "warmstart": plain(cfg.warmstart),
         "rollout": {k: plain(cfg.rollout)[k] for k in ("max_tool_turns", "max_obs_tokens", "max_context_tokens")},
-        "vocab": len(tokenizer),
+        "vocab": len(components.tokenizer),
     })
 
 
 def ensure_base_policy(cfg, components, progress: bool = True) -> dict:
     """Load the cached base policy into `components.policy`, building it first if it is missing."""
-    folder = cache_dir() / "base_policy" / base_policy_key(cfg, components.tokenizer)
+    folder = cache_dir() / "base_policy" / base_policy_key(cfg, components)
     weights = folder / WEIGHTS
     if weights.exists():
         components.policy.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
@@ -68,10 +69,13 @@ def build_base_policy(cfg, components, progress: bool = True) -> dict:
     random.Random(ws.seed).shuffle(questions)
     worker = RolloutWorker(None, components.chat, components.env_factory, components.reward_fn, components.rollout_cfg)
 
+    rng = random.Random(ws.seed + 1)
+
     def oracle(question):
         env = components.env_factory()
         env.reset()
-        episode = solve(question, env)
+        # A mix of reading whole pages and using find keeps episodes short while find stays in the data.
+        episode = solve(question, env, use_find=rng.random() < ws.p_use_find, topn=ws.search_topn)
         return episode.actions, episode.answer
 
     guesses = sorted({d.title for d in components.corpus.documents})

@@ -28,6 +28,18 @@ Tools (TRACE Table 7):
 Call one tool per turn as <tool_call>{"name": "browser.search", "arguments": {"query": "..."}}</tool_call>
 When you know the answer, reply with <answer>short answer</answer> and nothing after it."""
 
+# The tiny testbed reads every prompt token on every training step; this keeps the same rules in 1/10 the tokens.
+COMPACT_SYSTEM_PROMPT = """Answer with browser tools: browser.search(query, topn), browser.open(id, loc, num_lines), browser.find(pattern, cursor).
+One call per turn: <tool_call>{"name": ..., "arguments": {...}}</tool_call>. Finish with <answer>...</answer>."""
+
+SYSTEM_PROMPTS = {"full": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
+
+
+def system_prompt(style: str) -> str:
+    if style not in SYSTEM_PROMPTS:
+        raise ValueError(f"model.system_prompt must be one of {sorted(SYSTEM_PROMPTS)}, got {style!r}")
+    return SYSTEM_PROMPTS[style]
+
 
 @dataclass(frozen=True)
 class ParsedTurn:

@@ -77,7 +77,8 @@ def choose_expert(rewards: Sequence[float], num_tool_turns: Sequence[int], succe
     return chosen if chosen is not None and num_tool_turns[chosen] >= 1 else None
 
 
-def proposal_problem(proposal: Proposal, expert: RolloutView, max_len: int, require_valid_actions: bool = True) -> str | None:
+def proposal_problem(proposal: Proposal, expert: RolloutView, max_len: int,
+                     require_valid_actions: bool = True) -> str | None:
     """Why a proposal cannot be verified (a one-line message for the judge), or None if it can."""
     if proposal.problem is not None:
         return proposal.problem
@@ -91,7 +92,8 @@ def proposal_problem(proposal: Proposal, expert: RolloutView, max_len: int, requ
     return None
 
 
-def ask_judge(judge: Judge, context: JudgeContext, max_corrections: int, require_valid_actions: bool = True) -> JudgeOutcome:
+def ask_judge(judge: Judge, context: JudgeContext, max_corrections: int,
+              require_valid_actions: bool = True) -> JudgeOutcome:
     """A valid segment from the judge with up to ``max_corrections`` correction turns; never raises."""
     corrections, tokens = 0, 0
     try:
@@ -166,6 +168,7 @@ def make_segment_verifier(judge: Judge, *, require_valid_actions: bool = True) -
     take ProVer's defaults (``DEFAULT_KNOBS``)."""
 
     def verify(trajectories: list[Trajectory], question: Question, worker, run_knobs: dict):
-        return verify_group(judge, trajectories, question, worker, {**DEFAULT_KNOBS, **run_knobs}, require_valid_actions)
+        knobs = {**DEFAULT_KNOBS, **run_knobs}
+        return verify_group(judge, trajectories, question, worker, knobs, require_valid_actions)
 
     return verify

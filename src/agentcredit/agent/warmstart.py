@@ -38,9 +38,11 @@ class WarmStartConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 30
     obs_loss_weight: float = 0.1  # language-model loss on observations helps the model learn to copy names
-    p_vague_query: float = 0.25  # per search: insert a vague query first
-    p_wrong_open: float = 0.2  # per open: open a wrong result first
+    p_vague_query: float = 0.15  # per search: insert a vague query first
+    p_wrong_open: float = 0.1  # per open: open a wrong result first
     p_premature_answer: float = 0.35  # per episode: stop early and guess
+    p_use_find: float = 0.5  # per episode: the oracle locates facts with find (else reads the opened page)
+    search_topn: int = 3  # the oracle's topn: fewer results keep training sequences short
     seed: int = 0
 
 
@@ -56,7 +58,7 @@ def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: W
         if call.name == "browser.open" and rng.random() < cfg.p_wrong_open:
             right = call.arguments.get("id", -1)
             if isinstance(right, int) and right >= 0:
-                wrong = rng.choice([i for i in range(4) if i != right])
+                wrong = rng.choice([i for i in range(max(cfg.search_topn, 2)) if i != right])
                 turns.append(render_tool_call(ToolCall(call.name, {**call.arguments, "id": wrong})))
         turns.append(render_tool_call(call))
     if rng.random() < cfg.p_premature_answer and len(turns) > 1 and guesses:
@@ -117,7 +119,7 @@ def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConf
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if step % 10 == 0:
             bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
     model.eval()

@@ -130,7 +130,7 @@ class AgentRLModule(L.LightningModule):
             self.manual_backward(loss * share)
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * share
-            sums["loss"] = sums.get("loss", 0.0) + float(loss) * share
+            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
@@ -207,6 +207,9 @@ class AgentRLModule(L.LightningModule):
         with path.open("a") as f:
             for record in self._last_samples:
                 f.write(json.dumps(record, default=float) + "\n")
+
+    def transfer_batch_to_device(self, batch, device, dataloader_idx):
+        return batch  # a list of Question records; rollouts move tensors themselves
 
     # ------------------------------------------------------------------ optimiser
     def configure_optimizers(self):

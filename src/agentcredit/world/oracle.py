@@ -52,8 +52,9 @@ class _OutOfBudget(Exception):
 class _Reader:
     """Browser session of one episode: visits pages by name and reads relation values off them."""
 
-    def __init__(self, env, max_docs_opened: int | None, use_find: bool):
+    def __init__(self, env, max_docs_opened: int | None, use_find: bool, topn: int = SEARCH_TOPN):
         self.env = env
+        self.topn = topn
         self.max_docs_opened = max_docs_opened
         self.use_find = use_find
         self.episode = OracleEpisode()
@@ -72,7 +73,7 @@ class _Reader:
         """Make the page titled `title` the current page; False when search does not surface it."""
         if self.page_title == title:
             return True
-        results = self.step("browser.search", query=title, topn=SEARCH_TOPN)
+        results = self.step("browser.search", query=title, topn=self.topn)
         ranks = [int(m.group(1)) for m in map(_RESULT.match, results.splitlines()) if m and m.group(2) == title]
         if not ranks:
             return False
@@ -150,7 +151,8 @@ def _run(ops: list[dict], reader: _Reader, question_text: str, trail: list[_Item
     return items
 
 
-def solve(question, env, max_docs_opened: int | None = None, use_find: bool = True) -> OracleEpisode:
+def solve(question, env, max_docs_opened: int | None = None, use_find: bool = True,
+          topn: int = SEARCH_TOPN) -> OracleEpisode:
     """Answer `question` by browsing `env` (already reset); returns the episode it played.
 
     use_find=False reads facts straight off an opened page when the page was shown whole, which
@@ -159,7 +161,7 @@ def solve(question, env, max_docs_opened: int | None = None, use_find: bool = Tr
     if not program:
         raise ValueError(f"question {question.id} has no program (template {question.template}); "
                          "the oracle only solves synthetic questions")
-    reader = _Reader(env, max_docs_opened, use_find)
+    reader = _Reader(env, max_docs_opened, use_find, topn)
     trail: list[_Item] = []  # everything resolved so far, newest last: the fallback guess
     try:
         items = _run(program, reader, question.text, trail)

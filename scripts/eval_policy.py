@@ -1,0 +1,39 @@
+"""Success of the base (or a saved) policy on held-out questions, one rollout each, as one JSON line.
+
+    python scripts/eval_policy.py --model tiny --split val --n 200
+    python scripts/eval_policy.py --model smollm2_135m --split val --n 20
+Extra Hydra overrides go after `--`, e.g. `-- rollout.max_tool_turns=12`.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from agentcredit.components import build_components
+from agentcredit.evaluate import compose_config, rollout_questions, summarise
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--split", default="val", choices=["train", "val", "test"])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    cfg = compose_config([f"model={args.model}", *args.overrides])
+    components = build_components(cfg)
+    questions = list(components.datamodule.split_questions(args.split))[: args.n]
+    start = time.time()
+    trajectories = rollout_questions(components, questions, args.temperature, seed=args.seed)
+    result = {"model": args.model, "split": args.split, **summarise(trajectories, questions),
+              "temperature": args.temperature, "seconds": round(time.time() - start, 1)}
+    if components.base_policy_info:
+        result["base_policy"] = components.base_policy_info
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

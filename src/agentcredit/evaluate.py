@@ -1,0 +1,64 @@
+"""Evaluation of a policy on held-out questions: one rollout per question, summary metrics.
+
+    python scripts/eval_policy.py --model tiny --split val --n 200
+    python scripts/evaluate.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt split=test
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from hydra import compose, initialize_config_dir
+
+from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
+from agentcredit.agent.trajectory import Trajectory
+from agentcredit.world.types import Question
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+def compose_config(overrides: Sequence[str] = (), config_name: str = "config"):
+    """The run config exactly as `python train.py <overrides>` would compose it."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides))
+
+
+def rollout_questions(components, questions: Sequence[Question], temperature: float, batch_size: int = 32,
+                      seed: int = 0, rollout_cfg: RolloutConfig | None = None) -> list[Trajectory]:
+    cfg = rollout_cfg or components.rollout_cfg
+    cfg = RolloutConfig(**{**vars(cfg), "temperature": temperature})
+    generator = torch.Generator().manual_seed(seed)
+    worker = RolloutWorker(components.policy, components.chat, components.env_factory, components.reward_fn, cfg, generator)
+    components.policy.eval()
+    out: list[Trajectory] = []
+    for start in range(0, len(questions), batch_size):
+        # Group size 1: evaluation samples one answer per question.
+        groups = worker.rollout(questions[start : start + batch_size], group_size=1)
+        out.extend(g[0] for g in groups)
+    return out
+
+
+def summarise(trajectories: Sequence[Trajectory], questions: Sequence[Question], correct_score: float = 1.0) -> dict:
+    n = len(trajectories)
+    correct = [t.reward >= correct_score for t in trajectories]
+    turns = sum(len(t.turn_texts) for t in trajectories)
+    invalid = sum(int(t.diagnostics.get("invalid_tool_calls", 0)) for t in trajectories)
+    per_template: dict[str, list[bool]] = {}
+    for q, ok in zip(questions, correct):
+        per_template.setdefault(q.template, []).append(ok)
+    tool_calls = [t.num_tool_turns for t in trajectories]
+    diag_keys = ("repeated_queries", "reopened_documents", "repeated_finds", "navigation_errors", "invalid_calls")
+    return {
+        "n": n,
+        "success": sum(correct) / max(n, 1),
+        "format_valid": sum(bool(t.diagnostics.get("answer_format_valid")) for t in trajectories) / max(n, 1),
+        "well_formed_turns": 1 - invalid / max(turns, 1),
+        "mean_tool_calls": sum(tool_calls) / max(n, 1),
+        "max_tool_calls": max(tool_calls, default=0),
+        "per_template": {k: sum(v) / len(v) for k, v in sorted(per_template.items())},
+        "finish_reasons": dict(Counter(t.finish_reason for t in trajectories)),
+        "diagnostics": {k: sum(float(t.diagnostics.get(k, 0)) for t in trajectories) / max(n, 1) for k in diag_keys},
+    }
