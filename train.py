@@ -6,9 +6,9 @@ from omegaconf import DictConfig
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    from agentcredit.train import run
+    from agentcredit.train import run_job
 
-    return run(cfg)
+    return run_job(cfg)
 
 
 if __name__ == "__main__":

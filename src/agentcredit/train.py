@@ -3,19 +3,28 @@
     python train.py                                  # GRPO on the tiny testbed, CPU
     python train.py credit=trace credit.K=3
     python train.py -m credit=grpo,trace credit.K=1,3
+    python train.py ... ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt   # resume
+
+`run_job` is what the command does: a config error is one line (`config error: ...`) and exit
+status 2; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
+goes on. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import sys
+import traceback
 from pathlib import Path
 
-import lightning as L
 import torch
 from omegaconf import DictConfig
 
 from agentcredit.components import build_components, plain, run_dir_path
-from agentcredit.validation import prepare_config
+from agentcredit.validation import ConfigError, prepare_config
+
+log = logging.getLogger(__name__)
 
 
 def build_module(cfg: DictConfig, components):
@@ -52,12 +61,60 @@ def build_module(cfg: DictConfig, components):
                          components.rollout_cfg, plain(cfg.credit), settings, inputs)
 
 
-def build_trainer(cfg: DictConfig) -> L.Trainer:
+def decoder_layer_classes(policy: torch.nn.Module) -> set[type]:
+    """The transformer block classes of a policy (LlamaDecoderLayer, Qwen3DecoderLayer, ...): FSDP's wrap unit."""
+    return {type(m) for m in policy.modules() if type(m).__name__.endswith("DecoderLayer")}
+
+
+def build_strategy(strategy, policy: torch.nn.Module | None = None):
+    """`trainer.strategy` as Lightning takes it: a name passes through; a mapping with `name: fsdp`
+    (conf/trainer/fsdp.yaml) becomes an FSDPStrategy whose wrap and activation-checkpointing units
+    are the policy's decoder layers."""
+    if not isinstance(strategy, dict):
+        return strategy
+    settings = dict(strategy)
+    name = settings.pop("name", None)
+    if name != "fsdp":
+        raise ConfigError(f"trainer.strategy as a mapping needs name: fsdp, got name: {name!r}; "
+                          "or give a plain strategy name such as ddp")
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    layers = decoder_layer_classes(policy) if policy is not None else set()
+    units = {}
+    for key, arg in (("wrap", "auto_wrap_policy"), ("activation_checkpointing", "activation_checkpointing_policy")):
+        choice = settings.pop(key, None)
+        if choice not in (None, "decoder_layers"):
+            raise ConfigError(f"trainer.strategy.{key} must be decoder_layers or null, got {choice!r}")
+        if choice == "decoder_layers":
+            if not layers:
+                raise ConfigError(f"trainer.strategy.{key}=decoder_layers: the policy has no *DecoderLayer modules; set it to null")
+            units[arg] = layers
+    return FSDPStrategy(**settings, **units)
+
+
+def spawns_processes(trainer_cfg: dict) -> bool:
+    """Whether Lightning would start worker processes itself by re-running the command."""
+    import os
+
+    strategy = trainer_cfg.get("strategy", "auto")
+    name = strategy.get("name") if isinstance(strategy, dict) else str(strategy)
+    devices = trainer_cfg.get("devices", 1)
+    if isinstance(devices, str) and devices not in ("auto", "-1"):
+        devices = [d for d in devices.split(",") if d.strip()]  # "0,1" lists device ids
+    many = devices in ("auto", "-1", -1) or (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1)
+    launched_outside = "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
+    return name.startswith(("ddp", "fsdp")) and many and not launched_outside and not name.endswith(("spawn", "fork"))
+
+
+def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
+    import lightning as L
+
     from agentcredit.lit.callbacks import build_callbacks
     from agentcredit.lit.loggers import build_logger
 
     out = run_dir_path(cfg)
     trainer_cfg = plain(cfg.trainer)
+    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy)
     return L.Trainer(
         **trainer_cfg,
         max_epochs=-1,
@@ -69,13 +126,61 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
 
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
+    from dotenv import find_dotenv, load_dotenv
+
+    from agentcredit.lit.wandb_logger import finish_wandb
+
+    load_dotenv(find_dotenv(usecwd=True), override=False)  # WANDB_API_KEY, judge endpoints, ...; the environment wins
     cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
-    L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-    components = build_components(cfg)
-    module = build_module(cfg, components)
-    trainer = build_trainer(cfg)
-    trainer.fit(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"))
+    import lightning as L
+
+    failed = True
+    try:
+        L.seed_everything(int(cfg.seed), workers=True, verbose=False)
+        components = build_components(cfg)
+        module = build_module(cfg, components)
+        trainer = build_trainer(cfg, components.policy)
+        trainer.fit(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"))
+        failed = False
+    finally:
+        finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
     accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))
     if trainer.is_global_zero:
         print(f"[agentcredit] final val/accuracy={accuracy:.4f} run_dir={Path(run_dir_path(cfg)).resolve()}", flush=True)
     return accuracy
+
+
+def in_multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:  # Hydra is not running this call
+        return False
+
+
+def record_failure(out: Path, err: BaseException) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "error.txt"
+    path.write_text("".join(traceback.format_exception(err)))
+    return path
+
+
+def run_job(cfg: DictConfig) -> float:
+    """One Hydra job: `run`, with the command-line error handling described in the module docstring."""
+    multirun = in_multirun()
+    try:
+        if multirun and spawns_processes(plain(cfg.trainer)):
+            raise ConfigError("a multi-process trainer (ddp/fsdp on several devices) cannot run under -m, because "
+                              "Lightning re-runs the command for each worker; run the jobs one at a time")
+        return run(cfg)
+    except Exception as err:
+        if not multirun:
+            if isinstance(err, ConfigError):
+                print(f"config error: {err}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
+            raise
+        path = record_failure(run_dir_path(cfg), err)
+        log.error(f"job failed, the sweep goes on: {type(err).__name__}: {err} (traceback in {path})")
+        return math.nan

@@ -1,24 +1,66 @@
-"""Callbacks every run gets: checkpoints (last + periodic) and the resolved config in the run folder."""
+"""Callbacks every run gets: checkpoints, RNG states in the checkpoint, and the resolved config in the run folder.
+
+Checkpoints: `checkpoints/step<N>.ckpt` every `checkpoint.every_n_steps` and `checkpoints/last.ckpt`
+every `checkpoint.last_every_n_steps` (1 by default, so a killed run loses at most the step it was
+in). Lightning writes each file to a temporary name and renames it, so `last.ckpt` is always
+either the previous complete checkpoint or the new one.
+"""
 
 from __future__ import annotations
 
+import random
+import warnings
 from pathlib import Path
+from typing import Any
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
 
+class LastCheckpoint(ModelCheckpoint):
+    """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one)."""
+
+
+class RNGStates(Callback):
+    """Global Python, NumPy and torch RNG states travel with the checkpoint.
+
+    Rollout sampling draws from generators seeded by (seed, step, rank) and needs none of this; the
+    global states cover everything else (e.g. dropout in models that use it)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        # Plain lists and tensors only: Lightning loads checkpoints with torch.load(weights_only=True).
+        numpy_state = [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+        state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        random.setstate(state_dict["python"])
+        name, keys, pos, has_gauss, cached = state_dict["numpy"]
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+        torch.set_rng_state(state_dict["torch"])
+        if "cuda" in state_dict and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state_dict["cuda"])
+
+
 def build_callbacks(cfg, out: Path) -> list:
-    out.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, out / "resolved_config.yaml", resolve=True)
-    every = int(cfg.get("checkpoint", {}).get("every_n_steps", 10))
+    # A checkpoint after a step should hold the weights after that step's update, which is what this warns about.
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+    if rank_zero_only.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, out / "resolved_config.yaml", resolve=True)
+    checkpoint = cfg.get("checkpoint", {})
+    every = int(checkpoint.get("every_n_steps", 10))
+    last_every = int(checkpoint.get("last_every_n_steps", 1))
+    dirpath = str(out / "checkpoints")
     return [
-        ModelCheckpoint(
-            dirpath=str(out / "checkpoints"),
-            filename="step{step}",
-            auto_insert_metric_name=False,
-            every_n_train_steps=every,
-            save_last=True,
-            save_top_k=-1,
-        )
+        ModelCheckpoint(dirpath=dirpath, filename="step{step}", auto_insert_metric_name=False,
+                        every_n_train_steps=every, save_top_k=-1, save_last=False),
+        LastCheckpoint(dirpath=dirpath, every_n_train_steps=last_every, save_top_k=0, save_last=True),
+        RNGStates(),
     ]

@@ -1,0 +1,75 @@
+"""W&B through Lightning's WandbLogger (`logger=wandb`), never prompting.
+
+Online when WANDB_API_KEY is set (in the environment or in `.env`, loaded by `train.run`), offline
+otherwise: the run is written under `<run dir>/wandb/` and can be uploaded later with `wandb sync`.
+An explicit `logger.mode` (or WANDB_MODE) wins, except that `online` without a key falls back to
+offline, because wandb would otherwise stop and ask for a login. The resolved config is logged with
+every secret-looking value (api keys, tokens, passwords) replaced by "<redacted>".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentcredit.components import plain
+
+log = logging.getLogger(__name__)
+
+MODES = ("online", "offline", "disabled")
+_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of a plain config tree with the values of secret-looking keys replaced."""
+    if isinstance(value, dict):
+        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) and v is not None else redact_secrets(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_secrets(v) for v in value]
+    return value
+
+
+def wandb_mode(configured: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """The mode W&B runs in: configured (or WANDB_MODE), else online iff an API key is present."""
+    mode = configured or environ.get("WANDB_MODE") or None
+    has_key = bool(environ.get("WANDB_API_KEY"))
+    if mode is None:
+        return "online" if has_key else "offline"
+    if mode not in MODES:
+        raise ValueError(f"logger.mode (or WANDB_MODE) must be one of {list(MODES)}, got {mode!r}")
+    return "offline" if mode == "online" and not has_key else mode
+
+
+def build_wandb_logger(cfg, out: Path):
+    from lightning.pytorch.loggers import WandbLogger
+
+    settings = plain(cfg.logger)
+    mode = wandb_mode(settings.get("mode"))
+    os.environ.setdefault("WANDB_SILENT", "true")  # keep the progress bar readable; our own line says where the run is
+    if mode == "offline":
+        log.info(f"W&B offline (no WANDB_API_KEY): run files in {out / 'wandb'}; upload later with `wandb sync {out / 'wandb'}/offline-run-*`")
+    config = redact_secrets(plain(cfg))
+    return WandbLogger(
+        project=settings.get("project") or "agentcredit",
+        entity=settings.get("entity"),
+        group=settings.get("group"),
+        tags=list(settings.get("tags") or []),
+        name=settings.get("name") or out.name,
+        save_dir=str(out),
+        mode=mode,
+        config=config,
+        log_model=False,  # checkpoints stay in the run folder; uploading them is opt-in through wandb itself
+    )
+
+
+def finish_wandb(failed: bool) -> None:
+    """Close the W&B run of this process, if one was started: the next job of a sweep must get its own."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish(exit_code=1 if failed else 0)
