@@ -3,6 +3,8 @@
 import hydra
 from omegaconf import DictConfig
 
+import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
+
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:

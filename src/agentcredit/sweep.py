@@ -1,7 +1,10 @@
-"""Hydra callback for `python train.py -m ...`: after the last job, one line per failed job and exit status 1.
+"""Sweep folders and the end of a sweep (`python train.py -m ...`).
 
-Each job runs even when an earlier one failed (see `train.run_job`); this makes the failures visible
-at the end of a long sweep, and lets scripts and CI notice them.
+- `${job_dirname:...}` (used by `hydra.sweep.subdir`) keeps job folder names under the file-system
+  limit: long override lists are cut and end in a hash of the whole list.
+- `SweepSummary`: after the last job, one line per failed job and exit status 1. Each job runs even
+  when an earlier one failed (see `train.run_job`); this makes the failures visible at the end of a
+  long sweep, and lets scripts and CI notice them.
 """
 
 from __future__ import annotations
@@ -10,7 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from agentcredit.paths import stable_hash
+
+
+def job_dirname(overrides: str, limit: int = 120) -> str:
+    """A job's folder name from its overrides (`a=1,b=2`), at most `limit` characters (file systems allow 255)."""
+    if len(overrides) <= limit:
+        return overrides
+    return f"{overrides[: limit - 17]}~{stable_hash(overrides)}"
+
+
+OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
 
 
 def failed_jobs(sweep_dir: Path) -> list[Path]:

@@ -82,12 +82,23 @@ def _check_ignored_values(ignored: dict) -> None:
         validate_credit_config(owners[key][0], {key: value})
 
 
+def missing_values(node, prefix: str = "") -> list[str]:
+    """Keys whose value is ??? (without resolving interpolations, which would fail on the first of them)."""
+    missing = []
+    for key in node.keys() if OmegaConf.is_dict(node) else range(len(node)):
+        if OmegaConf.is_missing(node, key):
+            missing.append(f"{prefix}{key}")
+        elif not OmegaConf.is_interpolation(node, key) and OmegaConf.is_config(node._get_node(key)):
+            missing += missing_values(node._get_node(key), f"{prefix}{key}.")
+    return missing
+
+
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
 
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    missing = missing_values(cfg)
     if missing:
         raise ConfigError(f"{', '.join(missing)} must be set (it is ??? in the config); add {missing[0]}=<value> to the command")
     credit, ignored = split_method_credit(plain(cfg.credit))
