@@ -182,3 +182,24 @@ def test_context_limit_stops_the_rollout(setup):
         # Sampling never goes past the limit; only the fixed chat pieces around a turn may.
         sampled_end = max(i for i, m in enumerate(traj.loss_mask) if m) + 1 if traj.num_policy_tokens else 0
         assert sampled_end <= limit
+
+
+def test_kv_cache_carried_across_turns_matches_fresh_prefill(setup):
+    from agentcredit.agent.protocol import STOP_STRINGS
+    from agentcredit.agent.sampling import StopChecker, sample_turns
+
+    policy, tokenizer, chat, _ = setup
+    stop = StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids)
+    prompts = [chat.prompt_ids(QUESTION.text) + list(chat.assistant_header),
+               chat.prompt_ids("Where was Lena Marsh born?") + list(chat.assistant_header)]
+    kw = dict(max_new_tokens=6, temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id, stop=stop)
+    first = sample_turns(policy, prompts, **kw)
+    # Append a different-length "observation" to each row, as the rollout loop does.
+    grown = [p + t.token_ids + chat.observation_ids(chat.encode(obs)) + list(chat.assistant_header)
+             for p, t, obs in zip(prompts, first, ["Search results: none", "L0: Korvel is a port town. L1: more"])]
+    reused = sample_turns(policy, grown, caches=[t.cache for t in first], **kw)
+    fresh = sample_turns(policy, grown, **kw)
+    for a, b in zip(reused, fresh):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+        assert a.cache.length == b.cache.length

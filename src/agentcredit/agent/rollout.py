@@ -62,6 +62,7 @@ class _Live:
         self.obs_tokens_used = obs_tokens_used
         self.invalid_turns = int(trajectory.diagnostics.get("invalid_tool_calls", 0))
         self.final_text: str | None = None
+        self.cache = None  # KV cache of a prefix of traj.input_ids, carried across turns
 
     def append(self, ids: Sequence[int], *, sampled_turn: int | None = None, logprobs: Sequence[float] | None = None):
         t = self.traj
@@ -205,9 +206,11 @@ class RolloutWorker:
                 pad_id=self.pad_id,
                 stop=self.stop,
                 generator=self.generator,
+                caches=[item.cache for item in can_sample],
             )
             still_live = []
             for item, turn in zip(can_sample, turns):
+                item.cache = turn.cache
                 budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
                 if self._step(item, turn.token_ids[:budget], turn.logprobs[:budget], turn.stop, budget):
                     still_live.append(item)
@@ -263,6 +266,7 @@ class RolloutWorker:
         return True
 
     def _finish(self, item: _Live, reason: str) -> None:
+        item.cache = None  # a finished rollout samples no more; free its KV cache now
         t = item.traj
         t.finish_reason = reason
         reward, answer, well_formed = self.reward_fn(item.final_text, item.question)

@@ -1,6 +1,7 @@
 """Batched sampling of one assistant turn for many sequences of different lengths.
 
-One prefill over the left-padded batch, then token-by-token decoding with the KV cache. Rows
+Each row's KV cache is kept across turns, so a turn prefills only what was appended since the last
+one (observation and chat pieces), then decodes token by token. Rows
 that stop are dropped from the batch (and from the cache), so a few long turns do not make every
 finished row pay for each further step. Log-probabilities are recorded under the same
 temperature-scaled distribution the loss recomputes (top-p truncation is not part of it, so
@@ -21,6 +22,7 @@ class SampledTurn:
     token_ids: list[int]
     logprobs: list[float]
     stop: str  # "eos" | "stop_string" | "length"
+    cache: "RowCache | None" = None  # KV cache of the sequence and all sampled tokens but the last
 
 
 class StopChecker:
@@ -78,6 +80,38 @@ def cache_kwarg(model) -> str:
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
+@dataclass
+class RowCache:
+    """KV cache of one sequence's first `length` tokens: per layer (keys, values), each (H_kv, length, D)."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    length: int
+
+
+def _batch_cache(caches: list[RowCache | None], width: int) -> DynamicCache:
+    """Left-pad row caches to `width` columns and stack them into one batch cache."""
+    cache = DynamicCache()
+    if width == 0:
+        return cache
+    template = next(c for c in caches if c is not None)
+    for layer, (k0, v0) in enumerate(template.layers):
+        keys = k0.new_zeros((len(caches), k0.shape[0], width, k0.shape[2]))  # (B, H, P, D)
+        values = v0.new_zeros((len(caches), v0.shape[0], width, v0.shape[2]))
+        for row, c in enumerate(caches):
+            if c is not None and c.length:
+                keys[row, :, width - c.length :] = c.layers[layer][0]
+                values[row, :, width - c.length :] = c.layers[layer][1]
+        cache.update(keys, values, layer)
+    return cache
+
+
+def _row_cache(cache: DynamicCache, row: int, valid: torch.Tensor) -> RowCache:
+    """The cached keys/values of one batch row at its valid (attended) columns."""
+    columns = valid.nonzero().squeeze(-1)
+    layers = [(layer.keys[row].index_select(1, columns), layer.values[row].index_select(1, columns)) for layer in cache.layers]
+    return RowCache(layers, int(columns.numel()))
+
+
 @torch.no_grad()
 def sample_turns(
     model,
@@ -89,25 +123,40 @@ def sample_turns(
     pad_id: int,
     stop: StopChecker,
     generator: torch.Generator | None = None,
+    caches: list[RowCache | None] | None = None,
 ) -> list[SampledTurn]:
-    """Sample one turn for each sequence. Returns one SampledTurn per input sequence."""
+    """Sample one turn for each sequence. Returns one SampledTurn per input sequence.
+
+    `caches[i]`, when given, holds the KV cache of `sequences[i][:caches[i].length]` from an earlier
+    turn, so only the new tokens (observation, chat pieces) are prefilled. Each returned turn carries
+    the cache of its sequence plus every sampled token except the last (which was never fed).
+    Batch layout per row, left-padded twice: [pad | cached | pad | new tokens] then decoded tokens;
+    the attention mask hides the pads and position ids continue each row's own count.
+    """
     device = next(model.parameters()).device
     B = len(sequences)
-    lengths = torch.tensor([len(s) for s in sequences])
-    L = int(lengths.max())
-    input_ids = torch.full((B, L), pad_id, dtype=torch.long)
-    attention = torch.zeros((B, L), dtype=torch.long)
-    for i, seq in enumerate(sequences):  # left padding keeps every row's next token at the same column
-        input_ids[i, L - len(seq):] = torch.tensor(seq, dtype=torch.long)
-        attention[i, L - len(seq):] = 1
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    caches = list(caches) if caches is not None else [None] * B
+    past = [c.length if c is not None else 0 for c in caches]
+    fresh = [seq[p:] for seq, p in zip(sequences, past)]
+    if any(len(f) == 0 for f in fresh):
+        raise ValueError("every sequence needs at least one token beyond its cache")
+    P, N = max(past), max(len(f) for f in fresh)
+    input_ids = torch.full((B, N), pad_id, dtype=torch.long)
+    attention = torch.zeros((B, P + N), dtype=torch.long)
+    positions = torch.zeros((B, N), dtype=torch.long)
+    for i, (f, p) in enumerate(zip(fresh, past)):
+        n = len(f)
+        input_ids[i, N - n :] = torch.tensor(f, dtype=torch.long)
+        attention[i, P - p : P] = 1
+        attention[i, P + N - n :] = 1
+        positions[i, N - n :] = torch.arange(p, p + n)
     input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
 
-    cache = DynamicCache()
+    cache = _batch_cache(caches, P)
     cache_kw = cache_kwarg(model)
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{cache_kw: cache})
     logits = out.logits[:, -1, :]  # (B, V)
-    next_pos = lengths.to(device)  # (B,) position of the next token per row
+    next_pos = torch.tensor([len(s) for s in sequences], device=device)  # (B,) position of the next token per row
 
     results: list[SampledTurn | None] = [None] * B
     generated: list[list[int]] = [[] for _ in range(B)]
@@ -135,7 +184,8 @@ def sample_turns(
             if reason is None:
                 keep.append(row)
             else:
-                results[original] = SampledTurn(generated[original], logprobs[original], reason)
+                row_cache = _row_cache(cache, row, attention[row])
+                results[original] = SampledTurn(generated[original], logprobs[original], reason, row_cache)
         if not keep:
             break
         if len(keep) < len(alive):
@@ -156,4 +206,4 @@ def sample_turns(
         )
         next_pos = next_pos + 1
         logits = out.logits[:, -1, :]
-    return [r if r is not None else SampledTurn(generated[i], logprobs[i], "length") for i, r in enumerate(results)]
+    return results  # type: ignore[return-value]
