@@ -1,13 +1,25 @@
-"""ProVer's verify stage: eligibility, the chosen rollout, judge corrections and failures, Δ, logs."""
+"""ProVer's verify stage: eligibility, the chosen rollout, judge corrections and failures, Δ, logs;
+last, the verifier with the real RolloutWorker (replayed rollouts, restored environments, sampled continuations)."""
 
 import pytest
 import torch
 
+from agentcredit.agent.chat import ChatFormat
+from agentcredit.agent.protocol import render_answer, render_tool_call
+from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.verification import choose_expert, generated_tokens, make_segment_verifier, proposal_problem
+from agentcredit.components import make_reward_fn
 from agentcredit.credit.registry import get_credit
+from agentcredit.env.browser import BrowserEnv
+from agentcredit.env.corpus import Corpus
+from agentcredit.env.retrieval import build_retriever
+from agentcredit.env.types import ToolCall
 from agentcredit.judge import HeuristicJudge, JudgeError, Proposal, RandomJudge, build_judge_context
 from agentcredit.lit.credit_inputs import CreditInputs, build_group
-from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj, make_traj, open_result, page, search
+from agentcredit.models.loading import load_policy
+from agentcredit.world.types import Document, Question
+from judge_fixtures import (QUESTION, FakeWorker, error_traj, expert_traj, failed_traj, make_traj, open_result, page,
+                            search)
 
 PROVER_RUN = {"num_continuations": 8, "max_segment_turns": 4, "max_judge_corrections": 3,
               "eligible_low": 0.0, "eligible_high": 0.5, "success_threshold": 1.0}
@@ -173,3 +185,63 @@ def test_generated_tokens_excludes_the_restored_prefix():
     worker = FakeWorker({3: [0.0]}, new_tokens=5)
     (continuation,) = worker.continue_from(expert_traj(), 3, QUESTION, 1)
     assert continuation.num_policy_tokens == 3 * 3 + 5 and generated_tokens(continuation) == 5
+
+
+# ---------------------------------------------------------------- with the real RolloutWorker
+
+WORLD_DOCS = [
+    Document("d0", "Lena Marsh", "https://w/lena-marsh", ("Lena Marsh is a painter.", "She was born in Korvel.")),
+    Document("d1", "Korvel", "https://w/korvel", ("Korvel is a port town.", "Its mayor is Ada Fenn.")),
+    Document("d2", "Ada Fenn", "https://w/ada-fenn", ("Ada Fenn is a mayor.", "She founded Blue Harbor Trust.")),
+]
+WORLD_QUESTION = Question("q0", "Which charity did the mayor of Korvel found?", "Blue Harbor Trust", "BRIDGE_ENTITY")
+TINY = {"kind": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2, "intermediate_size": 64,
+        "vocab_size": 500, "seed": 0}
+
+
+def call(name, **arguments):
+    return render_tool_call(ToolCall(name, arguments))
+
+
+@pytest.fixture(scope="module")
+def worker():
+    corpus = Corpus(WORLD_DOCS)
+    retriever = build_retriever("bm25", corpus)
+    texts = [d.text for d in WORLD_DOCS] * 20 + [WORLD_QUESTION.text, call("browser.search", query="x")] * 20
+    policy, tokenizer = load_policy(TINY, tokenizer_texts=lambda: texts)
+    cfg = RolloutConfig(max_tool_turns=6, max_turn_tokens=12, max_context_tokens=2048)
+    return RolloutWorker(policy.eval(), ChatFormat.from_tokenizer(tokenizer), lambda: BrowserEnv(corpus, retriever),
+                         make_reward_fn({}), cfg, torch.Generator().manual_seed(0))
+
+
+def test_verifier_restores_real_states_and_counts_continuation_tokens(worker):
+    expert = worker.replay(WORLD_QUESTION, [call("browser.search", query="Korvel mayor"), call("browser.open", id=0),
+                                      call("browser.search", query="Ada Fenn"), call("browser.open", id=0),
+                                      render_answer("Blue Harbor Trust")])
+    failed = worker.replay(WORLD_QUESTION, [call("browser.search", query="Korvel mayor"), call("browser.open", id=0),
+                                      render_answer("Korvel Trust")])
+    assert expert.reward == pytest.approx(1.1) and failed.reward == pytest.approx(0.1)
+    group = [failed, expert, failed, failed]
+    pre_calls = []
+    original = worker.continue_from
+
+    def recording_continue_from(trajectory, boundary, question, n):
+        out = original(trajectory, boundary, question, n)
+        pre_calls.append((boundary, out))
+        return out
+
+    worker.continue_from = recording_continue_from
+    try:
+        segment, logs = make_segment_verifier(HeuristicJudge())(group, WORLD_QUESTION, worker, {"num_continuations": 2})
+    finally:
+        del worker.continue_from
+    # Both rollouts open Korvel; only the expert searched "Ada Fenn" and opened her page: turns 2..3.
+    assert (segment.rollout, segment.start, segment.end) == (1, 2, 3)
+    assert [b for b, _ in pre_calls] == [2, 4]
+    continuations = [c for _, out in pre_calls for c in out]
+    assert all(c.input_ids[: expert.boundaries[c.continued_from]] == expert.input_ids[: expert.boundaries[c.continued_from]]
+               for c in continuations)
+    assert logs["extra_tokens"] == sum(generated_tokens(c) for c in continuations) > 0
+    rewards = [[c.reward for c in out] for _, out in pre_calls]
+    assert logs["delta"] == pytest.approx(sum(rewards[1]) / 2 - sum(rewards[0]) / 2)
+    assert logs["group_tokens"] == sum(t.num_policy_tokens for t in group)

@@ -76,7 +76,8 @@ def rollout_view(traj_id: int, turn_texts: Sequence[str], observations: Sequence
     """One rollout as turns; ``turn_texts`` holds T tool turns plus, optionally, the final turn."""
     num_tool_turns = len(observations)
     if len(turn_texts) < num_tool_turns:
-        raise ValueError(f"rollout {traj_id} has {len(observations)} observations but only {len(turn_texts)} turn texts")
+        raise ValueError(f"rollout {traj_id} has {len(observations)} observations "
+                         f"but only {len(turn_texts)} turn texts")
     turns = [TurnView(k, turn_texts[k], observations[k]) for k in range(num_tool_turns)]
     turns += [TurnView(k, turn_texts[k], None) for k in range(num_tool_turns, len(turn_texts))]
     return RolloutView(traj_id, tuple(turns), num_tool_turns, answer, float(reward), bool(success), finish_reason)
@@ -86,7 +87,8 @@ def build_judge_context(trajectories: Sequence, question: str, chosen: int, max_
                         success_threshold: float) -> JudgeContext:
     """The judge's view of a group of ``agent.trajectory.Trajectory`` (reads only their text fields)."""
     rollouts = tuple(
-        rollout_view(g, t.turn_texts, t.observations, t.answer, t.reward, t.reward >= success_threshold, t.finish_reason)
+        rollout_view(g, t.turn_texts, t.observations, t.answer, t.reward, t.reward >= success_threshold,
+                     t.finish_reason)
         for g, t in enumerate(trajectories)
     )
     if not 0 <= chosen < len(rollouts):

@@ -62,7 +62,9 @@ def _local(cfg: dict) -> Judge:
     return AgenticJudge(LocalChatBackend(hf_generator(model, tokenizer, **rest)), **agentic)
 
 
-BUILDERS: dict[str, Callable[[dict], Judge]] = {"random": _random, "heuristic": _heuristic, "openai": _openai, "local": _local}
+BUILDERS: dict[str, Callable[[dict], Judge]] = {
+    "random": _random, "heuristic": _heuristic, "openai": _openai, "local": _local,
+}
 
 
 def build_judge(judge_cfg: Mapping[str, Any]) -> Judge:

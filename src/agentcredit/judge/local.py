@@ -91,7 +91,8 @@ def hf_generator(model, tokenizer, max_new_tokens: int = 192, max_prompt_tokens:
         if not isinstance(ids, list):  # some tokenizers return an encoding object
             ids = ids["input_ids"]
         if len(ids) > max_prompt_tokens:
-            raise JudgeError(f"the judge prompt has {len(ids)} tokens, over judge.max_prompt_tokens={max_prompt_tokens}; "
+            raise JudgeError(f"the judge prompt has {len(ids)} tokens, over "
+                             f"judge.max_prompt_tokens={max_prompt_tokens}; "
                              "lower judge.observation_chars or use a larger-context judge")
         device = next(model.parameters()).device
         input_ids = torch.tensor([ids], device=device)  # (1, P)
