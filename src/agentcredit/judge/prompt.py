@@ -16,7 +16,7 @@ SYSTEM_PROMPT = """You review a group of attempts by a search agent at the same 
 
 How to work:
 1. Look at the failed attempts (their indexes are given; the tools search_trajectory and get_segment let you read more, and you may skip them) and name one mistake or gap that several of them share, for example never opening the page that holds the needed fact, or searching with words that cannot find it.
-2. In the EXPERT, find the shortest run of consecutive turns whose own actions avoid or repair that shared failure. Count an action by the state it produced: two different queries or pages that lead to equally useful states are the same move.
+2. In the EXPERT, find the shortest run of consecutive turns whose own actions avoid or repair that shared failure. Count an action by the state it produced: two different queries or pages that lead to equally useful states are the same move. A failed attempt that already made the same move failed for another reason, so it is no evidence for that move; the failed attempts are contrasts, not examples to copy.
 
 Rules for the segment:
 - Every selected turn will itself be rewarded, so select only actions worth repeating. Leave out context turns, turns that merely come late, and repeated searching once the needed page is already at hand.
