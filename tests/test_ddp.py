@@ -1,0 +1,27 @@
+"""DDP on 2 CPU processes (gloo): a few steps complete, ranks train on different questions, and
+gradients are averaged, so both ranks end with the same weights (which did move)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tiny_runs import SIGNAL, cli, read_metrics
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def test_ddp_on_two_cpu_processes(tmp_path):
+    # micro_batch_size=2 < 4 trajectories per rank: two backward passes per step go through DDP's gradient sync.
+    result = cli("tests/ddp_job.py", str(tmp_path), *SIGNAL, "train.micro_batch_size=2", "logger=csv", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert len(ranks[0]["questions"]) == len(ranks[1]["questions"]) == 4  # 2 steps x 2 prompts
+    assert not set(ranks[0]["questions"]) & set(ranks[1]["questions"])
+    assert ranks[0]["before"] == ranks[1]["before"]
+    assert ranks[0]["after"] != ranks[0]["before"]
+    assert ranks[0]["after"] == pytest.approx(ranks[1]["after"], rel=1e-6)
+    steps = [row for row in read_metrics(tmp_path) if row["train/loss"]]
+    assert [int(r["step"]) for r in steps] == [0, 1]
+    assert (tmp_path / "checkpoints" / "last.ckpt").exists()

@@ -1,0 +1,50 @@
+"""`python train.py -m ...`: one folder per job under the sweep dir; a failing job does not stop the others."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tiny_runs import TINY, hydra_cli
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def job_dirs(sweep_dir):
+    return sorted(p for p in sweep_dir.iterdir() if p.is_dir())
+
+
+def test_two_job_multirun_completes_into_one_folder_per_job(tmp_path, capsys):
+    sweep = tmp_path / "multirun"
+    hydra_cli("-m", "credit=grpo,trace", "credit.K=1", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
+    jobs = job_dirs(sweep)
+    assert [j.name.split("_")[0] for j in jobs] == ["0", "1"]
+    assert "credit=grpo" in jobs[0].name.split(",") and "credit=trace" in jobs[1].name.split(",")
+    for job, credit in zip(jobs, ["grpo", "trace"]):
+        for artefact in ("metrics.csv", "resolved_config.yaml", "credit_samples.jsonl", "checkpoints/last.ckpt",
+                         ".hydra/overrides.yaml"):
+            assert (job / artefact).exists(), f"{job.name} has no {artefact}"
+        assert yaml.safe_load((job / "resolved_config.yaml").read_text())["credit"]["name"] == credit
+        assert not (job / "error.txt").exists()
+    assert "credit.K" not in yaml.safe_load((jobs[0] / "resolved_config.yaml").read_text())["credit"]  # grpo ignores K
+    assert "sweep finished, all jobs ran" in capsys.readouterr().out
+
+
+def test_a_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
+    sweep = tmp_path / "multirun"
+    # prover needs a judge model name for judge=openai: it fails after its policy was built; grpo has no judge.
+    with pytest.raises(SystemExit, match=r"1 job\(s\) of the sweep failed"):
+        hydra_cli("-m", "credit=prover,grpo", "judge=openai", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
+    failed, ok = job_dirs(sweep)
+    assert "judge=openai needs a model name" in (failed / "error.txt").read_text()
+    assert not (failed / "checkpoints").exists()
+    assert (ok / "checkpoints" / "last.ckpt").exists() and not (ok / "error.txt").exists()
+    assert f"failed: {failed}" in capsys.readouterr().out
+
+
+def test_multi_process_trainer_under_multirun_is_a_recorded_config_error(tmp_path):
+    sweep = tmp_path / "multirun"
+    with pytest.raises(SystemExit, match=r"2 job\(s\) of the sweep failed"):
+        hydra_cli("-m", "trainer=ddp", "credit=grpo,trace", *TINY, f"hydra.sweep.dir={sweep}")
+    for job in job_dirs(sweep):
+        assert "cannot run under -m" in (job / "error.txt").read_text()

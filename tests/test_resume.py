@@ -1,0 +1,96 @@
+"""Resume: a run stopped at step n and resumed from its checkpoint logs what the uninterrupted run logs from
+step n+1 on; a run that dies mid-step loses only that step, and last.ckpt is never half written.
+
+The runs use the `signal` credit method so that weights and Adam moments change every step (an untrained
+tiny policy earns no reward, and GRPO would leave everything where it started)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from agentcredit.lit.module import AgentRLModule
+from tiny_runs import SIGNAL, read_metrics, train_tiny
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+RUN = [*SIGNAL, "logger=csv", "trainer.max_steps=4", "trainer.val_check_interval=2", "checkpoint.every_n_steps=2"]
+
+
+def logged(run_dir, from_step: int) -> list[dict]:
+    """Metrics rows from `from_step` on, without wall-clock timings."""
+    rows = [r for r in read_metrics(run_dir) if int(r["step"]) >= from_step]
+    return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in rows]
+
+
+def policy_weights(ckpt) -> dict[str, torch.Tensor]:
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    return {k: v for k, v in state.items() if k.startswith("policy.")}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, signal_credit):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    train_tiny(out, *RUN)
+    return out
+
+
+def test_resumed_run_logs_what_the_uninterrupted_run_logs(uninterrupted, tmp_path):
+    train_tiny(tmp_path, *RUN, f"ckpt_path={uninterrupted / 'checkpoints' / 'step2.ckpt'}")
+    expected, got = logged(uninterrupted, 2), logged(tmp_path, 0)
+    assert [r["step"] for r in got] == [r["step"] for r in expected] == ["2", "3", "3"]  # 2 train rows, 1 val row
+    assert any(float(r.get("train/grad_norm", 0)) > 0 for r in expected)  # the weights did move
+    for want, have in zip(expected, got):
+        assert want.keys() == have.keys()
+        for key in want:
+            assert math.isclose(float(want[key]), float(have[key]), rel_tol=1e-5, abs_tol=1e-6), (want["step"], key)
+    a, b = policy_weights(uninterrupted / "checkpoints" / "last.ckpt"), policy_weights(tmp_path / "checkpoints" / "last.ckpt")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_checkpoint_holds_policy_optimiser_step_stream_position_and_rng(uninterrupted):
+    ckpt = torch.load(uninterrupted / "checkpoints" / "step2.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["global_step"] == 2
+    assert any(k.startswith("policy.") for k in ckpt["state_dict"])
+    assert ckpt["optimizer_states"][0]["state"], "no Adam moments in the checkpoint"
+    assert ckpt["QuestionDataModule"]["train_stream"]["position"] == 4  # 2 steps x 2 prompts
+    rng = next(v for k, v in ckpt["callbacks"].items() if k.startswith("RNGStates"))
+    assert set(rng) >= {"python", "numpy", "torch"}
+
+
+def test_a_run_dying_mid_step_loses_only_that_step(tmp_path, monkeypatch, signal_credit):
+    step = AgentRLModule.training_step
+
+    def dies_at_step_3(self, questions, batch_idx):
+        if self.global_step == 2:
+            raise RuntimeError("killed")
+        return step(self, questions, batch_idx)
+
+    monkeypatch.setattr(AgentRLModule, "training_step", dies_at_step_3)
+    with pytest.raises(RuntimeError, match="killed"):
+        train_tiny(tmp_path, *RUN, "checkpoint.every_n_steps=10")
+    last = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert last["global_step"] == 2  # steps 1 and 2 are kept; only the step that died is lost
+
+
+def test_an_interrupted_checkpoint_write_leaves_the_previous_last_ckpt_intact(uninterrupted, tmp_path, monkeypatch):
+    from fsspec.implementations.local import LocalFileOpener
+    from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+    last = tmp_path / "last.ckpt"
+    last.write_bytes((uninterrupted / "checkpoints" / "step2.ckpt").read_bytes())
+    newer = torch.load(uninterrupted / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    write = LocalFileOpener.write
+
+    def dies_half_way(self, data):
+        write(self, bytes(data)[: len(data) // 2])
+        raise KeyboardInterrupt  # what a kill during the write looks like to the writer
+
+    monkeypatch.setattr(LocalFileOpener, "write", dies_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        TorchCheckpointIO().save_checkpoint(newer, last)
+    monkeypatch.undo()
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
