@@ -124,13 +124,21 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
     )
 
 
-def run(cfg: DictConfig) -> float:
-    """Train and return the final validation accuracy (the metric a sweep optimises)."""
+def load_env_file() -> str | None:
+    """Variables from the nearest `.env` (cwd upwards; see .env.example); the environment wins over the file."""
     from dotenv import find_dotenv, load_dotenv
 
+    path = find_dotenv(usecwd=True)
+    if path:
+        load_dotenv(path, override=False)
+    return path or None
+
+
+def run(cfg: DictConfig) -> float:
+    """Train and return the final validation accuracy (the metric a sweep optimises)."""
     from agentcredit.lit.wandb_logger import finish_wandb
 
-    load_dotenv(find_dotenv(usecwd=True), override=False)  # WANDB_API_KEY, judge endpoints, ...; the environment wins
+    load_env_file()
     cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
     import lightning as L
 

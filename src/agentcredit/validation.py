@@ -120,8 +120,15 @@ def validate_config(cfg: DictConfig) -> None:
     _require(lr is None or (isinstance(lr, (int, float)) and lr > 0), f"train.lr must be null or a number > 0, got {lr!r}")
 
     kinds = ("csv", "wandb", "none")
-    kind = plain(cfg.logger).get("kind")
-    _require(kind in kinds, f"logger.kind must be one of {list(kinds)}, got {kind!r}")
+    logger = plain(cfg.logger)
+    _require(logger.get("kind") in kinds, f"logger.kind must be one of {list(kinds)}, got {logger.get('kind')!r}")
+    if logger["kind"] == "wandb":
+        from agentcredit.lit.wandb_logger import wandb_mode
+
+        try:
+            wandb_mode(logger.get("mode"))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     model_kinds = ("tiny", "smollm2_135m", "hf")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")

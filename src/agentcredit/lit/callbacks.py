@@ -1,4 +1,5 @@
-"""Callbacks every run gets: checkpoints, RNG states in the checkpoint, and the resolved config in the run folder.
+"""Callbacks every run gets: checkpoints, RNG states in the checkpoint, and the resolved config (secrets
+redacted) in the run folder.
 
 Checkpoints: `checkpoints/step<N>.ckpt` every `checkpoint.every_n_steps` and `checkpoints/last.ckpt`
 every `checkpoint.last_every_n_steps` (1 by default, so a killed run loses at most the step it was
@@ -18,6 +19,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
+
+from agentcredit.lit.loggers import redact_secrets
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -53,7 +56,8 @@ def build_callbacks(cfg, out: Path) -> list:
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     if rank_zero_only.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, out / "resolved_config.yaml", resolve=True)
+        resolved = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+        OmegaConf.save(OmegaConf.create(resolved), out / "resolved_config.yaml")
     checkpoint = cfg.get("checkpoint", {})
     every = int(checkpoint.get("every_n_steps", 10))
     last_every = int(checkpoint.get("last_every_n_steps", 1))

@@ -11,28 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from agentcredit.components import plain
+from agentcredit.lit.loggers import redact_secrets
 
 log = logging.getLogger(__name__)
 
 MODES = ("online", "offline", "disabled")
-_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
-
-
-def redact_secrets(value: Any) -> Any:
-    """A copy of a plain config tree with the values of secret-looking keys replaced."""
-    if isinstance(value, dict):
-        return {k: ("<redacted>" if _SECRET_KEY.search(str(k)) and v is not None else redact_secrets(v))
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_secrets(v) for v in value]
-    return value
 
 
 def wandb_mode(configured: str | None, environ: Mapping[str, str] = os.environ) -> str:
