@@ -10,7 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers import as plain modules
 
-from tiny_runs import TINY, ensure_signal_credit  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+
+from tiny_runs import TINY, ensure_signal_credit, hydra_cli  # noqa: E402
 
 
 @pytest.fixture
@@ -23,3 +26,14 @@ def signal_credit() -> str:
     """A credit method with a fixed non-zero advantage, registered for this session: credit.name=signal."""
     ensure_signal_credit()
     return "signal"
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory) -> tuple[Path, str]:
+    """`python train.py -m credit=grpo,trace credit.K=1` at tiny sizes with CSV logs: (sweep dir, its stdout).
+    Shared by the multirun, evaluation and plotting tests."""
+    sweep = tmp_path_factory.mktemp("sweep") / "multirun"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        hydra_cli("-m", "credit=grpo,trace", "credit.K=1", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
+    return sweep, stdout.getvalue()

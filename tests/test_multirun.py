@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from agentcredit.sweep import job_dirname
 from tiny_runs import TINY, hydra_cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -14,12 +15,12 @@ def job_dirs(sweep_dir):
     return sorted(p for p in sweep_dir.iterdir() if p.is_dir())
 
 
-def test_two_job_multirun_completes_into_one_folder_per_job(tmp_path, capsys):
-    sweep = tmp_path / "multirun"
-    hydra_cli("-m", "credit=grpo,trace", "credit.K=1", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
+def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):
+    sweep, stdout = tiny_sweep
     jobs = job_dirs(sweep)
     assert [j.name.split("_")[0] for j in jobs] == ["0", "1"]
-    assert "credit=grpo" in jobs[0].name.split(",") and "credit=trace" in jobs[1].name.split(",")
+    assert jobs[0].name.startswith("0_") and "credit:grpo" in jobs[0].name[2:].split("+")
+    assert jobs[1].name.startswith("1_") and "credit:trace" in jobs[1].name[2:].split("+")
     for job, credit in zip(jobs, ["grpo", "trace"]):
         for artefact in ("metrics.csv", "resolved_config.yaml", "credit_samples.jsonl", "checkpoints/last.ckpt",
                          ".hydra/overrides.yaml"):
@@ -27,7 +28,7 @@ def test_two_job_multirun_completes_into_one_folder_per_job(tmp_path, capsys):
         assert yaml.safe_load((job / "resolved_config.yaml").read_text())["credit"]["name"] == credit
         assert not (job / "error.txt").exists()
     assert "credit.K" not in yaml.safe_load((jobs[0] / "resolved_config.yaml").read_text())["credit"]  # grpo ignores K
-    assert "sweep finished, all jobs ran" in capsys.readouterr().out
+    assert f"sweep finished, all jobs ran: {sweep}" in stdout
 
 
 def test_a_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
@@ -48,3 +49,15 @@ def test_multi_process_trainer_under_multirun_is_a_recorded_config_error(tmp_pat
         hydra_cli("-m", "trainer=ddp", "credit=grpo,trace", *TINY, f"hydra.sweep.dir={sweep}")
     for job in job_dirs(sweep):
         assert "cannot run under -m" in (job / "error.txt").read_text()
+
+
+def test_job_folder_names_can_be_pasted_into_overrides():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    short = job_dirname("credit.K:1+credit:trace+logger.tags:[a,b]")
+    assert short == "credit.K:1+credit:trace+logger.tags:_a_b_"
+    long = job_dirname("model.hidden_size:64+" * 20)
+    assert len(long) == 120 and long[-18:-16] == ".." and long != job_dirname("model.hidden_size:32+" * 20)
+    for name in (short, long):
+        assert parser.parse_override(f"ckpt_path=outputs/multirun/0_{name}/checkpoints/last.ckpt").value().endswith("last.ckpt")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,17 @@ from omegaconf import DictConfig, OmegaConf
 from agentcredit.paths import stable_hash
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+@%-]")
+
+
 def job_dirname(overrides: str, limit: int = 120) -> str:
-    """A job's folder name from its overrides (`a=1,b=2`), at most `limit` characters (file systems allow 255)."""
-    if len(overrides) <= limit:
-        return overrides
-    return f"{overrides[: limit - 17]}~{stable_hash(overrides)}"
+    """A job's folder name from its overrides (`credit.K:1+credit:trace`, see conf/config.yaml), that a
+    user can paste into `ckpt_path=...`: characters Hydra's override grammar rejects become `_`, and a
+    name longer than `limit` (file systems allow 255) is cut and ends in `..` and a hash of the whole."""
+    name = _UNSAFE.sub("_", overrides)
+    if len(name) <= limit:
+        return name
+    return f"{name[: limit - 18]}..{stable_hash(overrides)}"
 
 
 OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
