@@ -31,13 +31,13 @@ from agentcredit.world.types import Question
 
 @dataclass
 class WarmStartConfig:
-    episodes: int = 1500  # oracle episodes rendered into training sequences
-    steps: int = 600
+    episodes: int = 1000  # oracle episodes rendered into training sequences
+    steps: int = 300
     batch_size: int = 8
-    lr: float = 2e-3
+    lr: float = 3e-3
     weight_decay: float = 0.01
     warmup_steps: int = 30
-    obs_loss_weight: float = 0.1  # language-model loss on observations helps the model learn to copy names
+    obs_loss_weight: float = 0.3  # language-model loss on observations helps the model learn to copy names
     p_vague_query: float = 0.15  # per search: insert a vague query first
     p_wrong_open: float = 0.1  # per open: open a wrong result first
     p_premature_answer: float = 0.35  # per episode: stop early and guess

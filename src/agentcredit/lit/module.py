@@ -159,6 +159,9 @@ class AgentRLModule(L.LightningModule):
             for key, value in logs.items():
                 scalar_logs.setdefault(key, []).append(float(value))
         metrics.update({key if "/" in key else f"credit/{key}": sum(v) / len(v) for key, v in scalar_logs.items()})
+        if "extra_tokens" in scalar_logs and sum(scalar_logs.get("group_tokens", [])) > 0:
+            # Verification overhead: continuation tokens per token of the step's own rollouts.
+            metrics["credit/extra_token_ratio"] = sum(scalar_logs["extra_tokens"]) / sum(scalar_logs["group_tokens"])
         self.log_dict(metrics, prog_bar=False, on_step=True, batch_size=n)
         self.log("reward", metrics["train/reward"], prog_bar=True, on_step=True, logger=False, batch_size=n)
 
