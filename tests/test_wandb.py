@@ -44,7 +44,8 @@ def test_mode_online_only_with_a_key():
 def test_key_from_dot_env_and_the_environment_wins(tmp_path, monkeypatch, no_wandb_account):
     from agentcredit.train import load_env_file
 
-    (tmp_path / ".env").write_text("WANDB_API_KEY=from-file\nAGENTCREDIT_JUDGE_MODEL=file-model\n")
+    (tmp_path / ".env").write_text("WANDB_API_KEY=from-file\nAGENTCREDIT_JUDGE_MODEL=file-model\nAGENTCREDIT_CACHE=\n")
+    monkeypatch.delenv("AGENTCREDIT_CACHE", raising=False)
     monkeypatch.setenv("AGENTCREDIT_JUDGE_MODEL", "env-model")
     monkeypatch.setenv("WANDB_API_KEY", "")  # recorded, so the value read from the file is undone after the test
     monkeypatch.delenv("WANDB_API_KEY")
@@ -52,6 +53,7 @@ def test_key_from_dot_env_and_the_environment_wins(tmp_path, monkeypatch, no_wan
     import os
 
     assert os.environ["WANDB_API_KEY"] == "from-file" and os.environ["AGENTCREDIT_JUDGE_MODEL"] == "env-model"
+    assert "AGENTCREDIT_CACHE" not in os.environ  # empty in the file = unset
     assert wandb_mode(None) == "online"
 
 

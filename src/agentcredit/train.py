@@ -125,12 +125,16 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
 
 
 def load_env_file() -> str | None:
-    """Variables from the nearest `.env` (cwd upwards; see .env.example); the environment wins over the file."""
-    from dotenv import find_dotenv, load_dotenv
+    """Variables from the nearest `.env` (cwd upwards; see .env.example). The environment wins over the
+    file, and empty values are skipped: `CUDA_VISIBLE_DEVICES=` would otherwise hide every GPU."""
+    import os
+
+    from dotenv import dotenv_values, find_dotenv
 
     path = find_dotenv(usecwd=True)
-    if path:
-        load_dotenv(path, override=False)
+    for key, value in (dotenv_values(path) if path else {}).items():
+        if value and key not in os.environ:
+            os.environ[key] = value
     return path or None
 
 
