@@ -4,8 +4,9 @@
     python scripts/bench_reference_scoring.py --model smollm2_135m --T 8
 
 Prints one JSON line {"T", "max_abs_diff", "naive_s", "fast_s", "speedup", ...}; both timings come
-from this run (one warm-up, then the median of --repeats). The trajectory is random token ids laid
-out as prompt + T × (action + observation); scoring cost depends only on lengths, not on content.
+from this run (one warm-up each, then the median of --repeats, naive and fast taking turns).
+The trajectory is random token ids laid out as prompt + T × (action + observation); scoring cost
+depends only on lengths, not on content.
 With --trajectories N > 1, fast scores all N in one `score_batch` call and naive loops over them.
 """
 
@@ -44,14 +45,21 @@ def make_item(vocab: int, opener: list[int], args: argparse.Namespace, seed: int
     return ScoringItem(ids, boundaries, opener, answer)
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: allocator, kernels, lazy initialisation
-    times = []
+def interleaved_medians(fns, repeats: int) -> list[float]:
+    """Median wall time of each function; one warm-up each, then the functions take turns.
+
+    Taking turns spreads any load from other processes over all functions alike, so the ratio
+    stays meaningful on a shared machine even when the absolute times do not.
+    """
+    for fn in fns:
+        fn()  # warm-up: allocator, kernels, lazy initialisation
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, bucket in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - start)
+    return [statistics.median(bucket) for bucket in times]
 
 
 def main() -> None:
@@ -85,8 +93,7 @@ def main() -> None:
         return score_batch(reference, items)
 
     diff = max((a - b).abs().max().item() for a, b in zip(naive(), fast()))
-    naive_s = median_seconds(naive, args.repeats)
-    fast_s = median_seconds(fast, args.repeats)
+    naive_s, fast_s = interleaved_medians([naive, fast], args.repeats)
     print(json.dumps({
         "T": args.T,
         "max_abs_diff": diff,

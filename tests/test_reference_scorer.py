@@ -85,7 +85,9 @@ def tiny():
             for p in model.parameters():
                 if p.dim() > 1:
                     p.mul_(4.0)
-    return tok, {"llama": llama.eval(), "qwen3": qwen.eval()}
+    eager = build_tiny_model(tok, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128, attn_implementation="eager")
+    eager.load_state_dict(llama.state_dict())
+    return tok, {"llama": llama.eval(), "qwen3": qwen.eval(), "llama-eager": eager.eval()}
 
 
 def random_ids(n: int, vocab: int, seed: int) -> torch.Tensor:
@@ -102,7 +104,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "llama-eager"])
 def test_fast_equals_naive_on_tiny_models(tiny, case, arch):
     tok, models = tiny
     length, boundaries, n_open, n_answer = CASES[case]

@@ -34,7 +34,9 @@ _SMOLLM2_CONVERSION_VERSION = 1
 TokenizerTexts = Callable[[], Iterable[str]]
 
 
-def load_policy(model_cfg: Mapping[str, Any], tokenizer_texts: TokenizerTexts | None = None) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+def load_policy(
+    model_cfg: Mapping[str, Any], tokenizer_texts: TokenizerTexts | None = None
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """Build the trainable policy and its tokenizer from a `conf/model/*.yaml` group.
 
     `tokenizer_texts` is called only by `kind: tiny`, which fits its tokenizer on those texts.
@@ -172,7 +174,9 @@ def _load_hf(cfg: Mapping[str, Any], _texts: TokenizerTexts | None):
         )
     except (OSError, HFValidationError):
         hint = "allow it with model.allow_download=true" if offline else "check the id and your network"
-        raise FileNotFoundError(f"model.name_or_path={name!r} is neither a local model directory nor in the Hugging Face cache; {hint}") from None
+        raise FileNotFoundError(
+            f"model.name_or_path={name!r} is neither a local model directory nor in the Hugging Face cache; {hint}"
+        ) from None
     if not tokenizer.chat_template:
         tokenizer.chat_template = CHATML_TEMPLATE
     return model, tokenizer

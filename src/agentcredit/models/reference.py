@@ -118,9 +118,13 @@ def _load_reference_checkpoint(policy: torch.nn.Module, path: str, is_peft: bool
     if location.suffix == ".ckpt" and location.is_file():
         # Our own training checkpoints: trusted, and they carry non-tensor hyper-parameters.
         checkpoint = torch.load(location, map_location="cpu", weights_only=False)
-        state = {k[len(_POLICY_PREFIX):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(_POLICY_PREFIX)}
+        saved = checkpoint.get("state_dict", {})
+        state = {k[len(_POLICY_PREFIX) :]: v for k, v in saved.items() if k.startswith(_POLICY_PREFIX)}
         if not state:
-            raise ValueError(f"model.reference.path={path!r}: its state_dict has no '{_POLICY_PREFIX}' keys; is it a checkpoint of this project?")
+            raise ValueError(
+                f"model.reference.path={path!r}: its state_dict has no '{_POLICY_PREFIX}' keys; "
+                "is it a checkpoint of this project?"
+            )
         reference = copy.deepcopy(policy)
         try:
             reference.load_state_dict(state, strict=True)

@@ -40,7 +40,13 @@ class ScoringItem:
     answer_ids: Sequence[int]
 
 
-def score_naive(model, input_ids: torch.Tensor, boundaries: Sequence[int], opener_ids: Sequence[int], answer_ids: Sequence[int]) -> torch.Tensor:
+def score_naive(
+    model,
+    input_ids: torch.Tensor,
+    boundaries: Sequence[int],
+    opener_ids: Sequence[int],
+    answer_ids: Sequence[int],
+) -> torch.Tensor:
     """ℓ̄_0..ℓ̄_T (T+1,) in float32, one forward pass per prefix S_k."""
     _check(ScoringItem(input_ids, boundaries, opener_ids, answer_ids))
     device = _device(model)
@@ -57,7 +63,13 @@ def score_naive(model, input_ids: torch.Tensor, boundaries: Sequence[int], opene
     return torch.stack(scores).cpu()
 
 
-def score_fast(model, input_ids: torch.Tensor, boundaries: Sequence[int], opener_ids: Sequence[int], answer_ids: Sequence[int]) -> torch.Tensor:
+def score_fast(
+    model,
+    input_ids: torch.Tensor,
+    boundaries: Sequence[int],
+    opener_ids: Sequence[int],
+    answer_ids: Sequence[int],
+) -> torch.Tensor:
     """Same as `score_naive`, sharing the trajectory's KV cache across all boundaries."""
     return score_batch(model, [ScoringItem(input_ids, boundaries, opener_ids, answer_ids)])[0]
 
@@ -70,18 +82,19 @@ def score_batch(model, items: Sequence[ScoringItem], max_batch_tokens: int = 163
     for item in items:
         _check(item)
     _check_attention(model)
-    order = sorted(range(len(items)), key=lambda i: max(items[i].boundaries))
-    results: list[torch.Tensor | None] = [None] * len(items)
+    # Similar lengths side by side waste little padding.
+    order = sorted(range(len(items)), key=lambda i: _row_width(items[i]))
+    results: list[torch.Tensor] = [torch.empty(0)] * len(items)
     chunk: list[int] = []
     for i in order:
-        widest = max(_row_width(items[j]) for j in chunk + [i])
-        if chunk and widest * (len(chunk) + 1) > max_batch_tokens:
+        # Rows are sorted by width, so the newest row is the widest of its chunk.
+        if chunk and _row_width(items[i]) * (len(chunk) + 1) > max_batch_tokens:
             _score_chunk(model, items, chunk, results)
             chunk = []
         chunk.append(i)
     if chunk:
         _score_chunk(model, items, chunk, results)
-    return results  # type: ignore[return-value]
+    return results
 
 
 def _row_width(item: ScoringItem) -> int:
@@ -92,7 +105,7 @@ def _probe_len(item: ScoringItem) -> int:
     return len(item.opener_ids) + len(item.answer_ids) - 1
 
 
-def _score_chunk(model, items: Sequence[ScoringItem], rows: list[int], results: list) -> None:
+def _score_chunk(model, items: Sequence[ScoringItem], rows: list[int], results: list[torch.Tensor]) -> None:
     device = _device(model)
     dtype = _dtype(model)
     chunk = [items[i] for i in rows]
@@ -188,7 +201,9 @@ def _dtype(model) -> torch.dtype:
 def _check_attention(model) -> None:
     impl = getattr(_unwrap(model).config, "_attn_implementation", "eager")
     if impl not in _FAST_ATTENTION:
-        raise ValueError(f"reference scoring needs custom attention masks; load the reference with attn_implementation sdpa or eager, not {impl!r}")
+        raise ValueError(
+            f"reference scoring needs custom attention masks: use attn_implementation sdpa or eager, not {impl!r}"
+        )
 
 
 def _cache_kwarg(model) -> str:
