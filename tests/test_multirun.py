@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -28,6 +30,8 @@ def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):
         assert yaml.safe_load((job / "resolved_config.yaml").read_text())["credit"]["name"] == credit
         assert not (job / "error.txt").exists()
     assert "credit.K" not in yaml.safe_load((jobs[0] / "resolved_config.yaml").read_text())["credit"]  # grpo ignores K
+    samples = [json.loads(line) for line in (jobs[1] / "credit_samples.jsonl").read_text().splitlines()]
+    assert samples and all({"turn_advantages", "deltas", "turn_rewards", "step"} <= set(s) for s in samples)
     assert f"sweep finished, all jobs ran: {sweep}" in stdout
 
 
