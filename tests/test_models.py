@@ -123,14 +123,16 @@ def test_tiny_model_is_deterministic_given_seed_and_leaves_global_rng_alone(tok)
     assert not torch.equal(sa["model.layers.0.self_attn.q_proj.weight"], sc["model.layers.0.self_attn.q_proj.weight"])
 
 
-def test_default_tiny_config_is_a_few_million_parameters(tok):
+def test_tiny_config_parameter_count_matches_its_knobs(tok):
     cfg = OmegaConf.load(CONF / "tiny.yaml")
+    h, i, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_layers
     model = build_tiny_model(
-        tok, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers, num_heads=cfg.num_heads,
-        num_kv_heads=cfg.num_kv_heads, intermediate_size=cfg.intermediate_size,
+        tok, hidden_size=h, num_layers=layers, num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads, intermediate_size=i,
     )
-    n = sum(p.numel() for p in model.parameters())
-    assert 1_000_000 < n < 10_000_000
+    kv = h * cfg.num_kv_heads // cfg.num_heads
+    # per layer: q and o h², k and v h·kv, MLP 3·h·i, two norms; a final norm; one tied embedding table
+    expected = layers * (2 * h * h + 2 * h * kv + 3 * h * i + 2 * h) + h + len(tok) * h
+    assert sum(p.numel() for p in model.parameters()) == expected
     assert model.config.vocab_size == len(tok)
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # tied
     assert model.generation_config.eos_token_id == tok.eos_token_id

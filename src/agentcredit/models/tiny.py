@@ -1,7 +1,7 @@
 """The tiny testbed decoder: a Llama- or Qwen3-architecture causal LM built from a config, no download.
 
-Default `conf/model/tiny.yaml` sizes give ~4.5M parameters (4 layers, hidden 256, 4 heads, tied
-embeddings), small enough to train on 2 CPU cores. Llama is the default because SmolLM2 is a Llama,
+`conf/model/tiny.yaml` sets the sizes (under a million to a few million parameters, tied embeddings),
+small enough to train on 2 CPU cores. Llama is the default because SmolLM2 is a Llama,
 so the tiny model exercises the same attention, RoPE and cache code as the real model it stands for.
 """
 
