@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -94,8 +95,6 @@ def build_strategy(strategy, policy: torch.nn.Module | None = None):
 
 def spawns_processes(trainer_cfg: dict) -> bool:
     """Whether Lightning would start worker processes itself by re-running the command."""
-    import os
-
     strategy = trainer_cfg.get("strategy", "auto")
     name = strategy.get("name") if isinstance(strategy, dict) else str(strategy)
     devices = trainer_cfg.get("devices", 1)
@@ -127,8 +126,6 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
 def load_env_file() -> str | None:
     """Variables from the nearest `.env` (cwd upwards; see .env.example). The environment wins over the
     file, and empty values are skipped: `CUDA_VISIBLE_DEVICES=` would otherwise hide every GPU."""
-    import os
-
     from dotenv import dotenv_values, find_dotenv
 
     path = find_dotenv(usecwd=True)
