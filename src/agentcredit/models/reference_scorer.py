@@ -146,7 +146,9 @@ def _score_chunk(model, items: Sequence[ScoringItem], rows: list[int], results: 
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = getattr(first, "cache", None) or getattr(first, "past_key_values", None)
+        cache = getattr(first, "cache", None)
+        if cache is None:  # the field's name before transformers 5.x
+            cache = getattr(first, "past_key_values", None)
         logits = model(
             input_ids=probes.to(device),
             attention_mask=additive.to(device),
