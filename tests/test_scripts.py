@@ -1,0 +1,47 @@
+"""The README's check and benchmark commands run and print one JSON line with the promised keys."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_MODEL = ["model.warm_start=false", "model.hidden_size=64", "model.num_heads=2", "model.num_kv_heads=2",
+              "model.intermediate_size=128", "model.vocab_size=800", "env.retriever=bm25",
+              "rollout.max_tool_turns=2", "rollout.max_turn_tokens=12"]
+
+
+def run_json(*args: str) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 1, done.stdout[-2000:]
+    return json.loads(lines[0])
+
+
+def test_world_check_prints_its_line():
+    out = run_json("-m", "agentcredit.world.check", "--n", "10", "--split", "val", "--retriever", "bm25")
+    assert {"n", "oracle_success", "per_template", "single_doc_success", "mean_tool_calls", "max_tool_calls"} <= out.keys()
+    assert out["n"] == 10 and out["oracle_success"] >= 0.9
+
+
+def test_eval_policy_prints_success_and_format():
+    out = run_json("scripts/eval_policy.py", "--n", "4", "--split", "val", "--", *TINY_MODEL)
+    assert out["n"] == 4 and 0 <= out["success"] <= 1 and 0 <= out["format_valid"] <= 1
+    assert 0 <= out["well_formed_turns"] <= 1
+
+
+def test_bench_rollout_prints_both_rates_from_one_run():
+    out = run_json("scripts/bench_rollout.py", "--questions", "1", "--group", "2", "--threads", "1", "--", *TINY_MODEL)
+    assert {"model", "rollouts", "generated_tokens", "tokens_per_s", "plain_generate_tokens_per_s", "ratio"} <= out.keys()
+    assert out["rollouts"] == 2
+    assert abs(out["ratio"] - out["tokens_per_s"] / out["plain_generate_tokens_per_s"]) < 0.01
+
+
+def test_bench_reference_scoring_prints_its_line():
+    out = run_json("scripts/bench_reference_scoring.py", "--T", "3", "--repeats", "1", "--threads", "1",
+                   "--prompt-len", "20", "--action-len", "5", "--obs-len", "10")
+    assert {"T", "max_abs_diff", "naive_s", "fast_s", "speedup"} <= out.keys()
+    assert out["T"] == 3 and out["max_abs_diff"] <= 1e-4
