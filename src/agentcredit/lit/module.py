@@ -171,7 +171,8 @@ class AgentRLModule(L.LightningModule):
             record = traj.summary()
             record["step"] = int(self.global_step)
             turn_ids = torch.tensor(traj.turn_ids)
-            record["turn_advantages"] = [float(adv[turn_ids == k].mean()) for k in range(traj.num_tool_turns)]
+            own = adv[: turn_ids.shape[0]]  # the group's advantages are padded to its longest rollout
+            record["turn_advantages"] = [float(own[turn_ids == k].mean()) for k in range(traj.num_tool_turns)]
             record.update(extras)
             keep.append(record)
         self._last_samples = keep
