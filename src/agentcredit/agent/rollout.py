@@ -103,20 +103,7 @@ class RolloutWorker:
         live = []
         for qi, question in enumerate(questions):
             prompt = self.chat.prompt_ids(question.text)
-            for _ in range(group_size):
-                env = self.env_factory()
-                env.reset()
-                traj = Trajectory(
-                    question_id=question.id,
-                    input_ids=list(prompt),
-                    loss_mask=[0] * len(prompt),
-                    turn_ids=[NON_POLICY] * len(prompt),
-                    boundaries=[len(prompt)],
-                    snapshots=[env.snapshot()],
-                    old_logprobs=[0.0] * len(prompt),
-                    group=qi,
-                )
-                live.append(_Live(question, traj, env))
+            live.extend(self._start(question, prompt, qi) for _ in range(group_size))
         finished = self._run(live)
         groups: list[list[Trajectory]] = [[] for _ in questions]
         for item in finished:
@@ -149,13 +136,10 @@ class RolloutWorker:
             live.append(_Live(question, traj, env, obs_tokens_used=obs_used))
         return [item.traj for item in self._run(live)]
 
-    def replay(self, question: Question, turn_texts: Sequence[str]) -> Trajectory:
-        """Teacher-forced rollout: scripted turn texts go through exactly the loop a sampled turn goes
-        through (same parsing, environment steps, masks and boundaries), so warm-start data has the
-        layout of real rollouts. Scripted tokens get loss_mask 1 and log-probability 0."""
+    def _start(self, question: Question, prompt: list[int], group: int) -> _Live:
+        """A fresh rollout at S_0: a reset environment and the prompt as its only tokens."""
         env = self.env_factory()
         env.reset()
-        prompt = self.chat.prompt_ids(question.text)
         traj = Trajectory(
             question_id=question.id,
             input_ids=list(prompt),
@@ -164,8 +148,15 @@ class RolloutWorker:
             boundaries=[len(prompt)],
             snapshots=[env.snapshot()],
             old_logprobs=[0.0] * len(prompt),
+            group=group,
         )
-        item = _Live(question, traj, env)
+        return _Live(question, traj, env)
+
+    def replay(self, question: Question, turn_texts: Sequence[str]) -> Trajectory:
+        """Teacher-forced rollout: scripted turn texts go through exactly the loop a sampled turn goes
+        through (same parsing, environment steps, masks and boundaries), so warm-start data has the
+        layout of real rollouts. Scripted tokens get loss_mask 1 and log-probability 0."""
+        item = self._start(question, self.chat.prompt_ids(question.text), group=0)
         header = list(self.chat.assistant_header)
         for text in turn_texts:
             item.append(header)
