@@ -155,7 +155,8 @@ def run(cfg: DictConfig) -> float:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
     accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))
     if trainer.is_global_zero:
-        print(f"[agentcredit] final val/accuracy={accuracy:.4f} run_dir={Path(run_dir_path(cfg)).resolve()}", flush=True)
+        shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
+        print(f"[agentcredit] final val/accuracy={shown} run_dir={Path(run_dir_path(cfg)).resolve()}", flush=True)
     return accuracy
 
 
