@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import time
-from pathlib import Path
 
 import torch
 
@@ -85,8 +84,3 @@ def build_base_policy(cfg, components, progress: bool = True) -> dict:
     mean_len = sum(len(e.input_ids) for e in examples) / len(examples)
     return {**stats, "examples": len(examples), "mean_tokens": mean_len, "total_seconds": time.time() - start}
 
-
-def save_policy_dir(policy, tokenizer, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    policy.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
