@@ -95,14 +95,14 @@ def test_scripted_episode_has_exact_layout_and_reward(setup):
 
 def test_sampled_rollouts_record_exactly_the_sampled_tokens(setup, monkeypatch):
     recorded = []
-    real = rollout_module.sample_turns
 
-    def recording(*args, **kwargs):
-        out = real(*args, **kwargs)
-        recorded.extend(out)
-        return out
+    class Recording(rollout_module.TurnSampler):
+        def step(self):
+            out = super().step()
+            recorded.extend(turn for _, turn in out)
+            return out
 
-    monkeypatch.setattr(rollout_module, "sample_turns", recording)
+    monkeypatch.setattr(rollout_module, "TurnSampler", Recording)
     worker = make_worker(setup)
     groups = worker.rollout([QUESTION, QUESTION], group_size=3)
     trajectories = [t for g in groups for t in g]
@@ -184,22 +184,61 @@ def test_context_limit_stops_the_rollout(setup):
         assert sampled_end <= limit
 
 
+def sample_all(sampler, sequences, max_new):
+    """One turn for every sequence (keys 0..n-1) through a TurnSampler; returns the turns by key."""
+    for key, seq in enumerate(sequences):
+        if key in sampler.rows:
+            sampler.next_turn(key, seq, max_new)
+        else:
+            sampler.add(key, seq, max_new)
+    turns = {}
+    while len(turns) < len(sequences):
+        turns.update(sampler.step())
+    return [turns[k] for k in range(len(sequences))]
+
+
 def test_kv_cache_carried_across_turns_matches_fresh_prefill(setup):
     from agentcredit.agent.protocol import STOP_STRINGS
-    from agentcredit.agent.sampling import StopChecker, sample_turns
+    from agentcredit.agent.sampling import StopChecker, TurnSampler
 
     policy, tokenizer, chat, _ = setup
     stop = StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids)
     prompts = [chat.prompt_ids(QUESTION.text) + list(chat.assistant_header),
                chat.prompt_ids("Where was Lena Marsh born?") + list(chat.assistant_header)]
-    kw = dict(max_new_tokens=6, temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id, stop=stop)
-    first = sample_turns(policy, prompts, **kw)
+    kw = dict(temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id, stop=stop)
+    carried = TurnSampler(policy, **kw)
+    first = sample_all(carried, prompts, 6)
     # Append a different-length "observation" to each row, as the rollout loop does.
     grown = [p + t.token_ids + chat.observation_ids(chat.encode(obs)) + list(chat.assistant_header)
              for p, t, obs in zip(prompts, first, ["Search results: none", "L0: Korvel is a port town. L1: more"])]
-    reused = sample_turns(policy, grown, caches=[t.cache for t in first], **kw)
-    fresh = sample_turns(policy, grown, **kw)
+    reused = sample_all(carried, grown, 6)
+    fresh = sample_all(TurnSampler(policy, **kw), grown, 6)
     for a, b in zip(reused, fresh):
         assert a.token_ids == b.token_ids
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
-        assert a.cache.length == b.cache.length
+
+
+def test_sft_loss_on_policy_tokens_only_equals_the_masked_full_loss():
+    # With obs_loss_weight 0 the loss projects only policy positions onto the vocabulary; it must
+    # equal the plain masked mean of the full cross-entropy.
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from agentcredit.agent.warmstart import sft_loss
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                         num_key_value_heads=2, intermediate_size=32))
+    ids = torch.randint(0, 50, (2, 7))
+    attention = torch.ones_like(ids)
+    attention[1, 6] = 0
+    policy = torch.zeros_like(ids)
+    policy[:, 3:5] = 1
+    batch = {"input_ids": ids, "attention_mask": attention, "loss_mask": policy}
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (B, L-1)
+    expected = (nll * policy[:, 1:]).sum() / policy[:, 1:].sum()
+    assert torch.allclose(sft_loss(model, batch, 0.0), expected, atol=1e-6)
+    # A positive weight adds the other attended tokens at that weight.
+    other = attention[:, 1:] * (1 - policy[:, 1:])
+    weights = policy[:, 1:] + 0.5 * other
+    assert torch.allclose(sft_loss(model, batch, 0.5), (nll * weights).sum() / weights.sum(), atol=1e-6)

@@ -21,6 +21,7 @@ from agentcredit.agent.rollout import RolloutConfig
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.factory import make_env_factory
 from agentcredit.env.reward import answer_is_well_formed, extract_answer, score_answer
+from agentcredit.models.tokenizer import CHAT_ROLES
 from agentcredit.world.types import Question
 
 
@@ -90,6 +91,8 @@ def tokenizer_corpus(world) -> list[str]:
     examples = [ToolCall("browser.search", {"query": "x", "topn": 5}), ToolCall("browser.open", {"id": 0}),
                 ToolCall("browser.find", {"pattern": "x"})]
     texts += [render_tool_call(c) for c in examples] * 200
+    # Chat roles follow a special token in every turn header; seen often, each becomes one token.
+    texts += ["\n".join(CHAT_ROLES) + "\n"] * 200
     texts += ["Error: " + json.dumps({"id": -1}), "Matches", "No matches", "[observation truncated]"]
     return texts
 

@@ -35,7 +35,8 @@ def base_policy_key(cfg, components) -> str:
         "model": model,
         "warmstart": plain(cfg.warmstart),
         "rollout": {k: plain(cfg.rollout)[k] for k in ("max_tool_turns", "max_obs_tokens", "max_context_tokens")},
-        "vocab": len(components.tokenizer),
+        # The vocabulary itself, not just its size: a changed tokenizer recipe must not reuse old weights.
+        "vocab": stable_hash(sorted(components.tokenizer.get_vocab().items())),
     })
 
 
