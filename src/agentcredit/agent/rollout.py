@@ -1,8 +1,11 @@
-"""Multi-turn rollouts: every active rollout of every question goes through the policy in one batch per turn.
+"""Multi-turn rollouts: every live rollout of every question decodes in one batch, each on its own turns.
 
 Stopping rules (TRACE Appendix A.3): an <answer> span, the tool-turn limit, the per-turn token
 limit, the observation-token budget, or the context limit. A turn that is neither a valid tool call
 nor an answer gets an error observation and the rollout goes on.
+
+A rollout whose turn ends runs its tool and rejoins the batch at the next step (agent/sampling.py),
+so rollouts never wait for each other between turns.
 
 Departures from the paper: the observation budget is per rollout (observations are truncated to
 what is left of it and the rollout stops once it is spent), which bounds context growth on small
@@ -18,7 +21,7 @@ import torch
 
 from agentcredit.agent.chat import ChatFormat
 from agentcredit.agent.protocol import STOP_STRINGS, error_observation, parse_turn
-from agentcredit.agent.sampling import StopChecker, sample_turns
+from agentcredit.agent.sampling import StopChecker, TurnSampler
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
 from agentcredit.world.types import Question
 
@@ -62,7 +65,6 @@ class _Live:
         self.obs_tokens_used = obs_tokens_used
         self.invalid_turns = int(trajectory.diagnostics.get("invalid_tool_calls", 0))
         self.final_text: str | None = None
-        self.cache = None  # KV cache of a prefix of traj.input_ids, carried across turns
 
     def append(self, ids: Sequence[int], *, sampled_turn: int | None = None, logprobs: Sequence[float] | None = None):
         t = self.traj
@@ -174,41 +176,34 @@ class RolloutWorker:
     # ------------------------------------------------------------------ the loop
     def _run(self, live: list[_Live]) -> list[_Live]:
         finished: list[_Live] = []
-        header = list(self.chat.assistant_header)
-        while live:
-            budgets = []
-            for item in live:
-                item.append(header)
-                budgets.append(self.cfg.max_context_tokens - len(item.traj.input_ids))
-            can_sample = [item for item, b in zip(live, budgets) if b > 0]
-            for item, b in zip(live, budgets):
-                if b <= 0:
-                    self._finish(item, "context")
-                    finished.append(item)
-            if not can_sample:
-                break
-            max_new = min(self.cfg.max_turn_tokens, max(b for b in budgets if b > 0))
-            turns = sample_turns(
-                self.model,
-                [item.traj.input_ids for item in can_sample],
-                max_new_tokens=max_new,
-                temperature=self.cfg.temperature,
-                top_p=self.cfg.top_p,
-                pad_id=self.pad_id,
-                stop=self.stop,
-                generator=self.generator,
-                caches=[item.cache for item in can_sample],
-            )
-            still_live = []
-            for item, turn in zip(can_sample, turns):
-                item.cache = turn.cache
+        sampler = TurnSampler(self.model, temperature=self.cfg.temperature, top_p=self.cfg.top_p, pad_id=self.pad_id,
+                              stop=self.stop, generator=self.generator)
+        for item in live:
+            max_new = self._open_turn(item)
+            if max_new:
+                sampler.add(item, item.traj.input_ids, max_new)
+            else:
+                finished.append(item)
+        while sampler.live:
+            for item, turn in sampler.step():
                 budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
                 if self._step(item, turn.token_ids[:budget], turn.logprobs[:budget], turn.stop, budget):
-                    still_live.append(item)
-                else:
-                    finished.append(item)
-            live = still_live
+                    max_new = self._open_turn(item)
+                    if max_new:
+                        sampler.next_turn(item, item.traj.input_ids, max_new)
+                        continue
+                sampler.release(item)
+                finished.append(item)
         return finished
+
+    def _open_turn(self, item: _Live) -> int:
+        """Append the assistant header; returns how many tokens the turn may sample (0: context full, finished)."""
+        item.append(list(self.chat.assistant_header))
+        budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
+        if budget <= 0:
+            self._finish(item, "context")
+            return 0
+        return min(self.cfg.max_turn_tokens, budget)
 
     def _step(self, item: _Live, tokens: list[int], logprobs: list[float], stop: str, budget: int) -> bool:
         """Apply one sampled turn; returns whether the rollout goes on."""
@@ -257,7 +252,6 @@ class RolloutWorker:
         return True
 
     def _finish(self, item: _Live, reason: str) -> None:
-        item.cache = None  # a finished rollout samples no more; free its KV cache now
         t = item.traj
         t.finish_reason = reason
         reward, answer, well_formed = self.reward_fn(item.final_text, item.question)

@@ -1,20 +1,23 @@
-"""Batched sampling of one assistant turn for many sequences of different lengths.
+"""Continuous batched sampling: every live rollout decodes in one batch, each on its own turn clock.
 
-Each row's KV cache is kept across turns, so a turn prefills only what was appended since the last
-one (observation and chat pieces), then decodes token by token. Rows
-that stop are dropped from the batch (and from the cache), so a few long turns do not make every
-finished row pay for each further step. Log-probabilities are recorded under the same
-temperature-scaled distribution the loss recomputes (top-p truncation is not part of it, so
-training and sampling agree on the ratio's denominator).
+A row whose turn ends (EOS, stop string, token limit) leaves the decode batch only while its tool
+runs. Its next tokens (the unfed last sampled token, chat pieces, observation, header) are
+prefilled in a side forward of just the rows that came back, and it samples again at the next
+step. So no row idles until the slowest row of a turn is done, and one forward per step serves
+every decoding row. Each row keeps its keys/values in its own slot of one buffer (SlotCache):
+new keys are written at the row's own columns, so nothing is padded in the middle, re-stacked
+or concatenated per step. Log-probabilities are recorded under the same temperature-scaled
+distribution the loss recomputes (top-p truncation is not part of it, so training and sampling
+agree on the ratio's denominator).
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Hashable
 
 import torch
-from transformers import DynamicCache
 
 
 @dataclass
@@ -22,7 +25,6 @@ class SampledTurn:
     token_ids: list[int]
     logprobs: list[float]
     stop: str  # "eos" | "stop_string" | "length"
-    cache: "RowCache | None" = None  # KV cache of the sequence and all sampled tokens but the last
 
 
 class StopChecker:
@@ -80,130 +82,232 @@ def cache_kwarg(model) -> str:
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
-@dataclass
-class RowCache:
-    """KV cache of one sequence's first `length` tokens: per layer (keys, values), each (H_kv, length, D)."""
-
-    layers: list[tuple[torch.Tensor, torch.Tensor]]
-    length: int
 
 
-def _batch_cache(caches: list[RowCache | None], width: int) -> DynamicCache:
-    """Left-pad row caches to `width` columns and stack them into one batch cache."""
-    cache = DynamicCache()
-    if width == 0:
-        return cache
-    template = next(c for c in caches if c is not None)
-    for layer, (k0, v0) in enumerate(template.layers):
-        keys = k0.new_zeros((len(caches), k0.shape[0], width, k0.shape[2]))  # (B, H, P, D)
-        values = v0.new_zeros((len(caches), v0.shape[0], width, v0.shape[2]))
-        for row, c in enumerate(caches):
-            if c is not None and c.length:
-                keys[row, :, width - c.length :] = c.layers[layer][0]
-                values[row, :, width - c.length :] = c.layers[layer][1]
-        cache.update(keys, values, layer)
-    return cache
+def _forward_kwargs(model) -> tuple[str, bool]:
+    """(name of the cache argument, whether forward takes `logits_to_keep`)."""
+    forward = getattr(model, "get_base_model", lambda: model)().forward
+    return cache_kwarg(model), "logits_to_keep" in inspect.signature(forward).parameters
 
 
-def _row_cache(cache: DynamicCache, row: int, valid: torch.Tensor) -> RowCache:
-    """The cached keys/values of one batch row at its valid (attended) columns."""
-    columns = valid.nonzero().squeeze(-1)
-    layers = [(layer.keys[row].index_select(1, columns), layer.values[row].index_select(1, columns)) for layer in cache.layers]
-    return RowCache(layers, int(columns.numel()))
+class SlotCache:
+    """KV cache with one slot per row: per layer (S, H_kv, capacity, D) key and value buffers.
 
-
-@torch.no_grad()
-def sample_turns(
-    model,
-    sequences: list[list[int]],
-    *,
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
-    pad_id: int,
-    stop: StopChecker,
-    generator: torch.Generator | None = None,
-    caches: list[RowCache | None] | None = None,
-) -> list[SampledTurn]:
-    """Sample one turn for each sequence. Returns one SampledTurn per input sequence.
-
-    `caches[i]`, when given, holds the KV cache of `sequences[i][:caches[i].length]` from an earlier
-    turn, so only the new tokens (observation, chat pieces) are prefilled. Each returned turn carries
-    the cache of its sequence plus every sampled token except the last (which was never fed).
-    Batch layout per row, left-padded twice: [pad | cached | pad | new tokens] then decoded tokens;
-    the attention mask hides the pads and position ids continue each row's own count.
+    Slot s holds its row's first `length` tokens at columns 0..length-1. Before each forward,
+    `plan` says which slots take part and at which column each one's new tokens start; `update`
+    (called by every attention layer) writes them there and returns the keys/values up to `width`.
+    Columns past a row's length may hold stale keys; the attention mask hides them.
     """
-    device = next(model.parameters()).device
-    B = len(sequences)
-    caches = list(caches) if caches is not None else [None] * B
-    past = [c.length if c is not None else 0 for c in caches]
-    fresh = [seq[p:] for seq, p in zip(sequences, past)]
-    if any(len(f) == 0 for f in fresh):
-        raise ValueError("every sequence needs at least one token beyond its cache")
-    P, N = max(past), max(len(f) for f in fresh)
-    input_ids = torch.full((B, N), pad_id, dtype=torch.long)
-    attention = torch.zeros((B, P + N), dtype=torch.long)
-    positions = torch.zeros((B, N), dtype=torch.long)
-    for i, (f, p) in enumerate(zip(fresh, past)):
-        n = len(f)
-        input_ids[i, N - n :] = torch.tensor(f, dtype=torch.long)
-        attention[i, P - p : P] = 1
-        attention[i, P + N - n :] = 1
-        positions[i, N - n :] = torch.arange(p, p + n)
-    input_ids, attention, positions = input_ids.to(device), attention.to(device), positions.to(device)
 
-    cache = _batch_cache(caches, P)
-    cache_kw = cache_kwarg(model)
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **{cache_kw: cache})
-    logits = out.logits[:, -1, :]  # (B, V)
-    next_pos = torch.tensor([len(s) for s in sequences], device=device)  # (B,) position of the next token per row
+    def __init__(self, num_slots: int):
+        self.num_slots = num_slots
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.capacity = 0
+        self._slots: torch.Tensor | None = None  # None = every slot, in order
+        self._columns: torch.Tensor | None = None  # (B, N) column of each new token
+        self._width = 0
 
-    results: list[SampledTurn | None] = [None] * B
-    generated: list[list[int]] = [[] for _ in range(B)]
-    logprobs: list[list[float]] = [[] for _ in range(B)]
-    alive = list(range(B))  # original row index of each row still in the batch
-    scale = 1.0 / max(temperature, 1e-5)
+    def plan(self, slots: torch.Tensor | None, starts: torch.Tensor, n: int) -> int:
+        """Prepare a forward of n new tokens per row starting at `starts` (B,); returns the key width."""
+        self._width = int(starts.max()) + n
+        if self._width > self.capacity:
+            # Grow geometrically so a rollout pays for O(log L) copies, not one per token.
+            self._grow(max(self._width, 2 * self.capacity, 64))
+        self._slots = slots
+        self._columns = starts[:, None] + torch.arange(n, device=starts.device)  # (B, N)
+        return self._width
 
-    for step in range(max_new_tokens):
-        scaled = logits.float() * scale
-        if temperature <= 0:
-            tokens = scaled.argmax(-1)
-        else:
-            tokens = sample_top_p(scaled, top_p, generator)
+    def _grow(self, capacity: int) -> None:
+        for buffers in (self.keys, self.values):
+            for i, old in enumerate(buffers):
+                new = old.new_zeros((*old.shape[:2], capacity, old.shape[3]))
+                new[:, :, : self.capacity] = old
+                buffers[i] = new
+        self.capacity = capacity
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Store (B, H_kv, N, D) new keys/values; return (B, H_kv, width, D) keys/values to attend to."""
+        if layer_idx == len(self.keys):  # first forward: buffers take the model's head shape and dtype
+            shape = (self.num_slots, key_states.shape[1], self.capacity, key_states.shape[3])
+            self.keys.append(key_states.new_zeros(shape))
+            self.values.append(value_states.new_zeros(shape))
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=keys.device)
+        # Advanced indices on dims 0 and 2 put (B, N) first: the target view is (B, N, H_kv, D).
+        keys[rows[:, None], :, self._columns] = key_states.transpose(1, 2)
+        values[rows[:, None], :, self._columns] = value_states.transpose(1, 2)
+        if self._slots is None:
+            return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
+        return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
+
+    def keep(self, slots: torch.Tensor) -> None:
+        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order."""
+        self.keys = [k.index_select(0, slots) for k in self.keys]
+        self.values = [v.index_select(0, slots) for v in self.values]
+        self.num_slots = int(slots.numel())
+
+
+def _mask(starts: torch.Tensor, n: int, width: int, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, N, width) additive mask: new token q of a row sees its columns 0..start+q (causal)."""
+    last = starts[:, None] + torch.arange(n, device=starts.device)  # (B, N) column of each query
+    allowed = torch.arange(width, device=starts.device)[None, None, :] <= last[:, :, None]  # (B, N, W)
+    # Additive float, not bool: eager attention adds the mask to its scores; sdpa takes either.
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
+
+
+@dataclass
+class _Row:
+    key: Hashable
+    slot: int
+    length: int = 0  # tokens in this row's cache
+    queued: list[int] = field(default_factory=list)  # tokens to prefill before the next sample
+    max_new: int = 0
+    generated: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    decoding: bool = False  # inside a turn: its last sampled token is fed at the next decode forward
+
+
+class TurnSampler:
+    """Samples turns for many rows at once; the caller runs tools between a row's turns.
+
+        sampler = TurnSampler(model, ...)
+        sampler.add(key, sequence, max_new)          # every row, before the first step
+        while sampler.live:
+            for key, turn in sampler.step():         # the turns that ended at this step
+                sampler.next_turn(key, longer_sequence, max_new)  # or sampler.release(key)
+
+    Every row whose turn ended must get next_turn or release before the next step. A row's
+    sequence only ever grows: next_turn prefills what was appended since the row's cache.
+    """
+
+    def __init__(self, model, *, temperature: float, top_p: float, pad_id: int, stop: StopChecker,
+                 generator: torch.Generator | None = None):
+        self.model = model
+        self.temperature, self.top_p, self.pad_id = temperature, top_p, pad_id
+        self.stop, self.generator = stop, generator
+        self.device = next(model.parameters()).device
+        self.cache_kw, self.keeps_logits = _forward_kwargs(model)
+        self.rows: dict[Hashable, _Row] = {}
+        self.slots: list[_Row | None] = []  # row in each cache slot; None once released
+        self.cache: SlotCache | None = None
+        self.logits: torch.Tensor | None = None  # (S, V) next-token logits per slot
+
+    @property
+    def live(self) -> bool:
+        return bool(self.rows)
+
+    def add(self, key: Hashable, sequence: list[int], max_new: int) -> None:
+        if self.cache is not None:
+            raise RuntimeError("add every row before the first step")
+        row = _Row(key, slot=len(self.slots))
+        self.rows[key] = row
+        self.slots.append(row)
+        self.next_turn(key, sequence, max_new)
+
+    def next_turn(self, key: Hashable, sequence: list[int], max_new: int) -> None:
+        row = self.rows[key]
+        if row.decoding or len(sequence) <= row.length:
+            raise ValueError("a new turn needs its row's turn to have ended and at least one new token")
+        row.queued = list(sequence[row.length :])
+        row.max_new, row.generated, row.logprobs = max_new, [], []
+
+    def release(self, key: Hashable) -> None:
+        row = self.rows.pop(key)
+        self.slots[row.slot] = None
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[Hashable, SampledTurn]]:
+        """Sample one token for every live row; returns the rows whose turn ended, in slot order."""
+        if not self.rows:
+            return []
+        if self.cache is None:
+            self.cache = SlotCache(len(self.slots))
+        elif 4 * self.slots.count(None) >= len(self.slots):
+            self._compact()
+        queued = [r for r in self.slots if r is not None and r.queued]
+        if any(r.decoding for r in queued) or any(r is not None and not r.queued and not r.decoding for r in self.slots):
+            raise RuntimeError("every row whose turn ended needs next_turn or release before the next step")
+        if queued:
+            self._prefill(queued)
+        ready = [r for r in self.slots if r is not None]
+        logits = self.logits
+        if len(ready) < len(self.slots):
+            logits = logits.index_select(0, torch.tensor([r.slot for r in ready], device=self.device))
+        scaled = logits.float() / max(self.temperature, 1e-5)  # (B, V)
+        tokens = scaled.argmax(-1) if self.temperature <= 0 else sample_top_p(scaled, self.top_p, self.generator)
         token_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
-        tokens_cpu, logprobs_cpu = tokens.tolist(), token_logprobs.tolist()
 
-        keep: list[int] = []
-        for row, (token, lp) in enumerate(zip(tokens_cpu, logprobs_cpu)):
-            original = alive[row]
-            generated[original].append(token)
-            logprobs[original].append(lp)
-            reason = stop.stop_reason(generated[original])
-            if reason is None and step == max_new_tokens - 1:
+        ended: list[tuple[Hashable, SampledTurn]] = []
+        feed = [self.pad_id] * len(self.slots)
+        for row, token, lp in zip(ready, tokens.tolist(), token_logprobs.tolist()):
+            row.generated.append(token)
+            row.logprobs.append(lp)
+            reason = self.stop.stop_reason(row.generated)
+            if reason is None and len(row.generated) >= row.max_new:
                 reason = "length"
-            if reason is None:
-                keep.append(row)
+            row.decoding = reason is None
+            if row.decoding:
+                feed[row.slot] = token
             else:
-                row_cache = _row_cache(cache, row, attention[row])
-                results[original] = SampledTurn(generated[original], logprobs[original], reason, row_cache)
-        if not keep:
-            break
-        if len(keep) < len(alive):
-            # Shrinking the batch is cheaper than decoding finished rows to the end of the turn.
-            index = torch.tensor(keep, device=device)
-            cache.batch_select_indices(index)
-            attention = attention.index_select(0, index)
-            next_pos = next_pos.index_select(0, index)
-            tokens = tokens.index_select(0, index)
-            alive = [alive[r] for r in keep]
-        attention = torch.cat([attention, attention.new_ones((len(alive), 1))], dim=1)
-        out = model(
-            input_ids=tokens[:, None],
-            attention_mask=attention,
-            position_ids=next_pos[:, None],
+                # Its last token stays unfed; next_turn prefills it with the observation.
+                ended.append((row.key, SampledTurn(row.generated, row.logprobs, reason)))
+        if any(r.decoding for r in ready):
+            self._decode(feed)
+        return ended
+
+    def _forward(self, ids: torch.Tensor, starts: torch.Tensor, slots: torch.Tensor | None, **kwargs):
+        """One model call on (B, N) new tokens whose row caches end at `starts` (B,)."""
+        n = ids.shape[1]
+        width = self.cache.plan(slots, starts, n)
+        dtype = next(self.model.parameters()).dtype
+        return self.model(
+            input_ids=ids,
+            attention_mask=_mask(starts, n, width, dtype if dtype.is_floating_point else torch.float32),
+            position_ids=starts[:, None] + torch.arange(n, device=self.device),  # each row counts its own positions
             use_cache=True,
-            **{cache_kw: cache},
+            **{self.cache_kw: self.cache},
+            **kwargs,
         )
-        next_pos = next_pos + 1
-        logits = out.logits[:, -1, :]
-    return results  # type: ignore[return-value]
+
+    def _decode(self, feed: list[int]) -> None:
+        """Feed every slot one token; rows outside a turn feed a pad whose key lands at their next free
+        column, where their prefill overwrites it (dead slots write garbage that nothing attends to)."""
+        starts = torch.tensor([r.length if r is not None else 0 for r in self.slots], device=self.device)
+        out = self._forward(torch.tensor(feed, device=self.device)[:, None], starts, None)
+        self.logits = out.logits[:, -1, :]  # (S, V)
+        for r in self.slots:
+            if r is not None and r.decoding:
+                r.length += 1
+
+    def _prefill(self, rows: list[_Row]) -> None:
+        """Prefill each row's queued tokens (right-padded), then store its next-token logits."""
+        lengths = [len(r.queued) for r in rows]
+        ids = torch.full((len(rows), max(lengths)), self.pad_id, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r.queued)] = torch.tensor(r.queued, dtype=torch.long)
+        slots = torch.tensor([r.slot for r in rows], device=self.device)
+        starts = torch.tensor([r.length for r in rows], device=self.device)
+        last = torch.tensor(lengths, device=self.device) - 1  # (B,) position of each row's last real token
+        kwargs, pick = {}, last
+        if self.keeps_logits:  # project only the positions some row needs onto the vocabulary
+            keep, pick = torch.unique(last, return_inverse=True)
+            kwargs["logits_to_keep"] = keep
+        out = self._forward(ids.to(self.device), starts, slots, **kwargs)
+        logits = out.logits[torch.arange(len(rows), device=self.device), pick]  # (B, V)
+        if self.logits is None:
+            self.logits = logits.new_zeros((len(self.slots), logits.shape[-1]))
+        self.logits[slots] = logits
+        for r, n in zip(rows, lengths):
+            r.length += n
+            r.queued = []
+
+    def _compact(self) -> None:
+        """Drop released slots so the decode batch is only as wide as the rows still running."""
+        kept = [r for r in self.slots if r is not None]
+        index = torch.tensor([r.slot for r in kept], device=self.device)
+        self.cache.keep(index)
+        self.logits = self.logits.index_select(0, index) if self.logits is not None else None
+        for slot, r in enumerate(kept):
+            r.slot = slot
+        self.slots = kept
