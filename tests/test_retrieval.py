@@ -112,6 +112,44 @@ def test_query_vectors_are_cached(dense_cache):
     assert not a.flags.writeable
 
 
+def test_queries_embedded_together_equal_queries_embedded_alone():
+    from agentcredit.env.embedding import Embedder
+
+    queries = ["volcano", "Lena Marsh", "Ada Fenn", "Korvel mayor", "who founded Blue Harbor Trust", "  Ada Fenn"]
+    alone = Embedder(bundled_model_dir())
+    together = Embedder(bundled_model_dir())
+    together.embed_queries(queries + ["volcano"])
+    for q in queries:
+        assert together.embed_query(q).tobytes() == alone.embed_query(q).tobytes()  # bit-identical
+    assert together.embed_query("Ada Fenn") is together.embed_query("Ada Fenn")
+
+
+def test_query_cache_keeps_the_most_recent_queries():
+    from agentcredit.env.embedding import Embedder
+
+    embedder = Embedder(bundled_model_dir(), query_cache_size=2)
+    first = embedder.embed_query("first")
+    embedder.embed_queries(["second", "third"])
+    assert list(embedder._queries) == ["second", "third"]
+    assert embedder.embed_query("first") is not first  # evicted, computed again
+    assert embedder.embed_query("first").tobytes() == first.tobytes()
+
+
+def test_prefetched_searches_return_what_plain_searches_return(tmp_path):
+    corpus = Corpus(DOCS)
+    retriever = DenseRetriever(corpus, cache_dir=tmp_path)
+    from agentcredit.env.browser import BrowserEnv
+
+    calls = [ToolCall("browser.search", {"query": q}) for q in ("volcano", "river in a city", "  volcano  ")]
+    calls.append(ToolCall("browser.search", {"query": ""}))  # invalid: skipped by prefetch, reported by step
+    calls.append(ToolCall("browser.open", {"id": 0}))
+    plain = [BrowserEnv(corpus, retriever).step(c) for c in calls]
+    env = BrowserEnv(corpus, retriever)
+    env.prefetch(calls)
+    assert [BrowserEnv(corpus, retriever).step(c) for c in calls] == plain
+    assert env.snapshot() == BrowserEnv(corpus, retriever).snapshot()  # prefetch changes no state
+
+
 def test_env_config_builds_independent_envs_sharing_one_retriever(tmp_path):
     cfg = OmegaConf.load(CONF_ENV)
     cfg.retriever = "bm25"

@@ -124,13 +124,16 @@ def test_sampled_rollouts_record_exactly_the_sampled_tokens(setup, monkeypatch):
 def test_recorded_logprobs_match_a_full_forward(setup):
     policy = setup[0]
     worker = make_worker(setup)
-    traj = worker.rollout([QUESTION], group_size=2)[0][0]
     from agentcredit.lit.logprobs import token_logprobs
 
-    ids = torch.tensor([traj.input_ids])
-    full = token_logprobs(policy, ids, torch.ones_like(ids))[0]
-    mask = torch.tensor(traj.loss_mask, dtype=torch.bool)
-    assert torch.allclose(full[mask], torch.tensor(traj.old_logprobs)[mask], atol=1e-4)
+    # Several rows of different lengths and turn counts: each row's slot cache, compaction after
+    # finished rows, and prefills of rows that rejoin mid-batch must all match one full forward.
+    groups = worker.rollout([QUESTION, QUESTION], group_size=3)
+    for traj in [t for g in groups for t in g]:
+        ids = torch.tensor([traj.input_ids])
+        full = token_logprobs(policy, ids, torch.ones_like(ids))[0]
+        mask = torch.tensor(traj.loss_mask, dtype=torch.bool)
+        assert torch.allclose(full[mask], torch.tensor(traj.old_logprobs)[mask], atol=1e-4)
 
 
 def test_continuation_reproduces_prefix_and_environment(setup):
@@ -182,6 +185,13 @@ def test_context_limit_stops_the_rollout(setup):
         # Sampling never goes past the limit; only the fixed chat pieces around a turn may.
         sampled_end = max(i for i, m in enumerate(traj.loss_mask) if m) + 1 if traj.num_policy_tokens else 0
         assert sampled_end <= limit
+
+
+def test_rollouts_are_deterministic_for_a_seed(setup):
+    runs = [make_worker(setup).rollout([QUESTION, QUESTION], group_size=3) for _ in range(2)]
+    flat = [[(t.input_ids, t.old_logprobs, t.boundaries) for t in g] for g in runs[0]], \
+        [[(t.input_ids, t.old_logprobs, t.boundaries) for t in g] for g in runs[1]]
+    assert flat[0] == flat[1]
 
 
 def sample_all(sampler, sequences, max_new):

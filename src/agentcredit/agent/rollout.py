@@ -185,7 +185,9 @@ class RolloutWorker:
             else:
                 finished.append(item)
         while sampler.live:
-            for item, turn in sampler.step():
+            ended = sampler.step()
+            self._prefetch_tools(ended)
+            for item, turn in ended:
                 budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
                 if self._step(item, turn.token_ids[:budget], turn.logprobs[:budget], turn.stop, budget):
                     max_new = self._open_turn(item)
@@ -195,6 +197,18 @@ class RolloutWorker:
                 sampler.release(item)
                 finished.append(item)
         return finished
+
+    def _prefetch_tools(self, ended: list[tuple[_Live, object]]) -> None:
+        """Turns that ended at the same step share their tools' batchable work (one query-embedding
+        call for all their searches) before each call runs on its own in _step."""
+        calls = []
+        for _, turn in ended:
+            parsed = parse_turn(self.chat.tokenizer.decode(turn.token_ids, skip_special_tokens=False))
+            if parsed.kind == "tool":
+                calls.append(parsed.call)
+        prefetch = getattr(ended[0][0].env, "prefetch", None) if len(calls) > 1 else None
+        if prefetch is not None:
+            prefetch(calls)
 
     def _open_turn(self, item: _Live) -> int:
         """Append the assistant header; returns how many tokens the turn may sample (0: context full, finished)."""

