@@ -95,6 +95,10 @@ class AgentRLModule(L.LightningModule):
         self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update)
         self._remember_samples(trajectories, advantages, per_turn)
 
+    @property
+    def _sharded(self) -> bool:
+        return "FSDP" in type(self.trainer.strategy).__name__
+
     def _optimise(self, trajectories: list[Trajectory], advantages: list[torch.Tensor]) -> dict:
         optimizer = self.optimizers()
         optimizer.zero_grad(set_to_none=True)
@@ -109,13 +113,15 @@ class AgentRLModule(L.LightningModule):
             for i, a in enumerate(advantages[start : start + mb]):
                 adv[i, : a.shape[0]] = a.to(self.device)
             temperature = self.rollout_cfg.temperature
+            # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
+            positions = None if self._sharded else batch["loss_mask"]
             behaviour = batch["old_logprobs"]  # what the sampler recorded
             old = behaviour
             if self.credit.loss.get("tis_cap") is not None:
                 # TIS corrects for sampler/trainer mismatch: π_old is recomputed by the trainer itself.
                 with torch.no_grad():
-                    old = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature)
-            logprobs = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature)
+                    old = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature, positions)
+            logprobs = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature, positions)
             ref_logprobs = None
             if self.credit.loss.get("kl_coef", 0.0) > 0:
                 ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"], temperature)
