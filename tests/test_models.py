@@ -88,23 +88,6 @@ def test_chat_template_renders_all_roles(tok):
         tok.apply_chat_template([{"role": "narrator", "content": "x"}], tokenize=False)
 
 
-def test_a_name_has_the_same_tokens_after_a_space_a_quote_or_a_tag(tok):
-    # Copying a name from an observation into a query or an answer must be an identity copy.
-    def ids_of(name, text):
-        ids = tok.encode(text, add_special_tokens=False)
-        target = tok.encode(name, add_special_tokens=False)
-        hits = [i for i in range(len(ids)) if ids[i : i + len(target)] == target]
-        assert hits, f"{name!r} is not tokenised as on its own in {text!r}"
-        return target
-
-    name = "Ada Lovelace"
-    in_page = ids_of(name, "L0: The engine was built by Ada Lovelace in London.")
-    in_query = ids_of(name, '{"query": "Ada Lovelace", "topn": 3}')
-    in_answer = ids_of(name, "<answer>Ada Lovelace</answer>")
-    assert in_page == in_query == in_answer
-    assert tok.convert_ids_to_tokens(tok.encode(" ", add_special_tokens=False)) == ["Ġ"]
-
-
 def test_tokenizer_is_cached_by_texts_and_vocab_size(monkeypatch, tmp_path):
     first = build_tiny_tokenizer(iter(CORPUS), vocab_size=400)  # a one-shot generator is fine
     with monkeypatch.context() as patch:

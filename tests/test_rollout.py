@@ -254,32 +254,6 @@ def test_sft_loss_on_policy_tokens_only_equals_the_masked_full_loss():
     assert torch.allclose(sft_loss(model, batch, 0.5), (nll * weights).sum() / weights.sum(), atol=1e-6)
 
 
-def test_turn_windows_hold_the_prompt_the_latest_observation_and_the_next_turn(setup):
-    from agentcredit.agent.warmstart import turn_windows
-
-    worker = make_worker(setup)
-    tokenizer = setup[1]
-    turns = [
-        render_tool_call(ToolCall("browser.search", {"query": "Ada Fenn founded", "topn": 3})),
-        render_tool_call(ToolCall("browser.open", {"id": 0})),
-        render_answer("Blue Harbor Trust"),
-    ]
-    traj = worker.replay(QUESTION, turns)
-    windows = turn_windows(traj)
-    assert len(windows) == 2  # one per turn after the first
-    prompt = traj.input_ids[: traj.boundaries[0]]
-    for k, window in enumerate(windows, start=1):
-        turn = ANSWER_TURN if k == 2 else k
-        assert window.input_ids[: len(prompt)] == prompt
-        sampled = [i for i, m in zip(window.input_ids, window.loss_mask) if m]
-        assert sampled == [i for i, t in zip(traj.input_ids, traj.turn_ids) if t == turn]
-        assert set(window.turn_ids) == {NON_POLICY, turn}
-        text = tokenizer.decode(window.input_ids[len(prompt):])
-        assert traj.observations[k - 1] in text  # the observation this turn reacts to ...
-        assert all(obs not in text for obs in traj.observations[: k - 1])  # ... and no older one
-        assert text.endswith(turns[k]) or turns[k] in text
-
-
 def test_token_logprobs_at_chosen_positions_equal_the_full_computation(setup):
     from agentcredit.lit.logprobs import token_logprobs
 

@@ -11,11 +11,11 @@ Choices (the real models decide these for themselves):
 - `<tool_call>`, `</tool_call>`, `<answer>`, `</answer>` are ordinary (non-special) added tokens:
   one id each makes the protocol easy for a small model, and `decode(skip_special_tokens=True)` keeps them.
 - no BOS token; the template adds no default system prompt.
-- a space is always a token of its own, never glued to the next word: a name then has the same
-  tokens wherever it stands (`L6: Greta Falk`, `<answer>Greta Falk`, `{"query": "Greta Falk"`), so
-  copying it from an observation or the question is an identity copy. With the usual ` Greta`
-  tokens, the model would have to learn, name by name, that ` Greta` is written `Greta` after a
-  quote or a tag, which a tiny model does not manage. It costs about a third more tokens.
+- spaces stay glued to the next word (` Greta`), as in GPT-2. A name copied into a query or an
+  answer then starts with a different id (`Greta` after a quote or a tag) than in the page. Making
+  spaces tokens of their own removes that mismatch but costs 31% more tokens per episode, and it did
+  not make the 300-step warm start copy names any better (teacher-forced answer accuracy 0 either
+  way), so the cheaper tokenisation stays.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ CHATML_TEMPLATE = (
 )
 
 # Bump when the tokenizer recipe changes, so stale cached tokenizers are not reused.
-_RECIPE_VERSION = 2
+_RECIPE_VERSION = 3
 
 
 def texts_fingerprint(texts: Iterable[str]) -> tuple[list[str], str]:
@@ -83,10 +83,7 @@ def build_tiny_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> PreTra
 
 def _fit(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(" ", behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False),
-    ])
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
