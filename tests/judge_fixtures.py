@@ -92,7 +92,7 @@ def error_traj(reward: float = 0.0) -> Trajectory:
 
 
 class FakeWorker:
-    """``continue_from`` returns n continuations whose rewards are scripted per boundary and which each
+    """``continue_from`` (and ``continue_from_many``, boundary by boundary) returns n continuations whose rewards are scripted per boundary and which each
     generate ``new_tokens`` policy tokens after the restored prefix."""
 
     def __init__(self, rewards_by_boundary: dict[int, list[float]], new_tokens: int = 6):
@@ -120,3 +120,6 @@ class FakeWorker:
             out.append(t)
         self.returned.extend(out)
         return out
+
+    def continue_from_many(self, trajectory: Trajectory, boundaries, question: Question, n: int) -> list[list[Trajectory]]:
+        return [self.continue_from(trajectory, b, question, n) for b in boundaries]

@@ -159,6 +159,29 @@ def test_continuation_reproduces_prefix_and_environment(setup):
     assert env.step(ToolCall("browser.open", {"id": 1})) == traj.observations[1]
 
 
+def test_continuations_from_several_boundaries_share_one_batch_and_come_back_grouped(setup):
+    worker = make_worker(setup)
+    turns = [
+        render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
+        render_tool_call(ToolCall("browser.open", {"id": 1})),
+        render_answer("Ada Fenn"),
+    ]
+    traj = worker.replay(QUESTION, turns)
+    runs = []
+    real_run = worker._run
+    worker._run = lambda live: runs.append(len(live)) or real_run(live)
+    pre, post = worker.continue_from_many(traj, [0, 2], QUESTION, n=3)
+    assert runs == [6]  # one batch for both boundaries
+    for boundary, out in ((0, pre), (2, post)):
+        assert len(out) == 3 and all(c.continued_from == boundary for c in out)
+        b = traj.boundaries[boundary]
+        assert all(c.input_ids[:b] == traj.input_ids[:b] for c in out)
+        for c in out:
+            check_layout(c, setup[2])
+    with pytest.raises(ValueError, match="outside"):
+        worker.continue_from_many(traj, [0, 3], QUESTION, n=1)
+
+
 def test_tool_turn_limit_stops_the_rollout(setup):
     worker = make_worker(setup, max_tool_turns=2)
     call = render_tool_call(ToolCall("browser.search", {"query": "Korvel"}))

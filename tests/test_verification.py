@@ -223,18 +223,18 @@ def test_verifier_restores_real_states_and_counts_continuation_tokens(worker):
     assert expert.reward == pytest.approx(1.1) and failed.reward == pytest.approx(0.1)
     group = [failed, expert, failed, failed]
     pre_calls = []
-    original = worker.continue_from
+    original = worker.continue_from_many
 
-    def recording_continue_from(trajectory, boundary, question, n):
-        out = original(trajectory, boundary, question, n)
-        pre_calls.append((boundary, out))
-        return out
+    def recording_continue_from_many(trajectory, boundaries, question, n):
+        outs = original(trajectory, boundaries, question, n)
+        pre_calls.extend(zip(boundaries, outs))
+        return outs
 
-    worker.continue_from = recording_continue_from
+    worker.continue_from_many = recording_continue_from_many
     try:
         segment, logs = make_segment_verifier(HeuristicJudge())(group, WORLD_QUESTION, worker, {"num_continuations": 2})
     finally:
-        del worker.continue_from
+        del worker.continue_from_many
     # Both rollouts open Korvel; only the expert searched "Ada Fenn" and opened her page: turns 2..3.
     assert (segment.rollout, segment.start, segment.end) == (1, 2, 3)
     assert [b for b, _ in pre_calls] == [2, 4]

@@ -58,8 +58,9 @@ RewardFn = Callable[[str | None, Question], tuple[float, str | None, bool]]
 class _Live:
     """A rollout in progress: its growing trajectory, its environment and its budgets."""
 
-    def __init__(self, question: Question, trajectory: Trajectory, env, obs_tokens_used: int = 0):
+    def __init__(self, question: Question, trajectory: Trajectory, env, obs_tokens_used: int = 0, request: int = 0):
         self.question = question
+        self.request = request  # which of several continuation requests (boundaries) this rollout serves
         self.traj = trajectory
         self.env = env
         self.obs_tokens_used = obs_tokens_used
@@ -114,29 +115,44 @@ class RolloutWorker:
 
     def continue_from(self, trajectory: Trajectory, boundary: int, question: Question, n: int) -> list[Trajectory]:
         """n fresh continuations of `trajectory` from its state S_boundary (environment restored, prefix kept)."""
-        if not 0 <= boundary <= trajectory.num_tool_turns:
-            raise ValueError(f"boundary {boundary} is outside 0..{trajectory.num_tool_turns}")
+        return self.continue_from_many(trajectory, [boundary], question, n)[0]
+
+    def continue_from_many(self, trajectory: Trajectory, boundaries: Sequence[int], question: Question,
+                           n: int) -> list[list[Trajectory]]:
+        """n continuations from each of several states S_b of `trajectory`, all sampled in one batch.
+
+        ProVer verifies a segment from the states before and after it; one batch for both halves
+        the number of sequential decode steps."""
+        for boundary in boundaries:
+            if not 0 <= boundary <= trajectory.num_tool_turns:
+                raise ValueError(f"boundary {boundary} is outside 0..{trajectory.num_tool_turns}")
+        live = [self._resume(trajectory, boundary, question, index) for index, boundary in enumerate(boundaries)
+                for _ in range(n)]
+        out: list[list[Trajectory]] = [[] for _ in boundaries]
+        for item in self._run(live):
+            out[item.request].append(item.traj)
+        return out
+
+    def _resume(self, trajectory: Trajectory, boundary: int, question: Question, request: int) -> _Live:
+        """A rollout positioned at S_boundary of `trajectory`: its environment restored, its prefix kept."""
         cut = trajectory.boundaries[boundary]
         obs_used = sum(len(self.chat.encode(o)) for o in trajectory.observations[:boundary])
-        live = []
-        for _ in range(n):
-            env = self.env_factory()
-            env.restore(trajectory.snapshots[boundary])
-            traj = Trajectory(
-                question_id=trajectory.question_id,
-                input_ids=trajectory.input_ids[:cut],
-                loss_mask=trajectory.loss_mask[:cut],
-                turn_ids=trajectory.turn_ids[:cut],
-                boundaries=trajectory.boundaries[: boundary + 1],
-                snapshots=trajectory.snapshots[: boundary + 1],
-                old_logprobs=trajectory.old_logprobs[:cut],
-                turn_texts=trajectory.turn_texts[:boundary],
-                observations=trajectory.observations[:boundary],
-                group=trajectory.group,
-                continued_from=boundary,
-            )
-            live.append(_Live(question, traj, env, obs_tokens_used=obs_used))
-        return [item.traj for item in self._run(live)]
+        env = self.env_factory()
+        env.restore(trajectory.snapshots[boundary])
+        traj = Trajectory(
+            question_id=trajectory.question_id,
+            input_ids=trajectory.input_ids[:cut],
+            loss_mask=trajectory.loss_mask[:cut],
+            turn_ids=trajectory.turn_ids[:cut],
+            boundaries=trajectory.boundaries[: boundary + 1],
+            snapshots=trajectory.snapshots[: boundary + 1],
+            old_logprobs=trajectory.old_logprobs[:cut],
+            turn_texts=trajectory.turn_texts[:boundary],
+            observations=trajectory.observations[:boundary],
+            group=trajectory.group,
+            continued_from=boundary,
+        )
+        return _Live(question, traj, env, obs_tokens_used=obs_used, request=request)
 
     def _start(self, question: Question, prompt: list[int], group: int) -> _Live:
         """A fresh rollout at S_0: a reset environment and the prompt as its only tokens."""

@@ -149,9 +149,8 @@ def verify_group(judge: Judge, trajectories: list[Trajectory], question: Questio
     start, end = outcome.segment
     expert = trajectories[chosen]
     k = int(knobs["num_continuations"])
-    # Two calls, each one batch through the policy: s_ℓ is boundary ℓ, s_{r+1} is boundary r+1 (≤ T).
-    pre = worker.continue_from(expert, start, question, k)
-    post = worker.continue_from(expert, end + 1, question, k)
+    # One batch through the policy for both states: s_ℓ is boundary ℓ, s_{r+1} is boundary r+1 (≤ T).
+    pre, post = worker.continue_from_many(expert, [start, end + 1], question, k)
     value_pre, value_post = _mean([c.reward for c in pre]), _mean([c.reward for c in post])
     delta = segment_advantage([c.reward for c in pre], [c.reward for c in post])
     logs.update({
