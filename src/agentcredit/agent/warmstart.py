@@ -26,6 +26,7 @@ from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.agent.trajectory import Trajectory, pad_batch
 from agentcredit.env.types import ToolCall
+from agentcredit.lit.logprobs import token_logprobs
 from agentcredit.world.types import Question
 
 
@@ -87,20 +88,13 @@ def build_examples(
 
 def sft_loss(model, batch: dict[str, torch.Tensor], obs_loss_weight: float) -> torch.Tensor:
     """Cross-entropy on policy tokens, plus `obs_loss_weight` on the other (observation, prompt) tokens."""
-    targets = batch["input_ids"][:, 1:]
     policy = batch["loss_mask"][:, 1:]
-    if obs_loss_weight == 0:
-        # Only policy positions need logits: skipping the vocabulary projection elsewhere saves about a
-        # third of the step on the tiny model, whose output layer is half its parameters.
-        hidden = model.get_decoder()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-        keep = policy.bool()  # (B, L-1)
-        logits = model.get_output_embeddings()(hidden[:, :-1][keep])  # (N, V)
-        return torch.nn.functional.cross_entropy(logits, targets[keep])
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]  # (B, L-1, V)
-    other = batch["attention_mask"][:, 1:].float() * (1 - policy)
-    weights = policy + obs_loss_weight * other  # (B, L-1)
-    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
-    return (nll * weights.reshape(-1)).sum() / weights.sum().clamp(min=1)
+    weights = policy + obs_loss_weight * batch["attention_mask"][:, 1:].float() * (1 - policy)  # (B, L-1)
+    # With no weight on observations only policy positions need the vocabulary projection, which is
+    # about a third of the step on the tiny model (its output layer is half its parameters).
+    positions = batch["loss_mask"] if obs_loss_weight == 0 else None
+    logprobs = token_logprobs(model, batch["input_ids"], batch["attention_mask"], positions=positions)[:, 1:]
+    return -(logprobs * weights).sum() / weights.sum().clamp(min=1)
 
 
 def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True) -> dict:
