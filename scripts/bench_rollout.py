@@ -5,9 +5,12 @@
 
 The rollout figure counts policy-sampled tokens over the wall time of the whole multi-turn loop
 (tool calls, observation encoding and the per-turn prefill included). The plain figure runs
-`model.generate` once per trajectory length class without tools: same batch size, same prompt
-length, and as many new tokens as the rollouts sampled per trajectory (EOS suppressed so it
-generates exactly that many). Both are measured in this run, one after the other.
+`model.generate` without tools on the same batch (every trajectory's prompt, left-padded) with
+each row's own length: the batch runs as many steps as its longest trajectory sampled (EOS
+suppressed), which is what `generate` does when rows stop at different points, and its useful
+tokens are the ones the rollouts sampled. `ratio_mean_length` compares against a run where
+every row generates the mean length instead (no straggler: a harder baseline). Every figure is
+measured in this run, one after the other.
 """
 
 import argparse
@@ -46,25 +49,32 @@ def main() -> None:
     trajectories = [t for g in groups for t in g]
     generated = sum(t.num_policy_tokens for t in trajectories)
 
-    # Plain generation: same batch (all trajectories at once, left-padded prompts), and the mean number
-    # of sampled tokens per trajectory as the generation length.
+    # Plain generation on the same batch: all trajectories at once, left-padded prompts.
     tok = components.tokenizer
     prompts = [t.input_ids[: t.boundaries[0]] + list(components.chat.assistant_header) for t in trajectories]
     width = max(len(p) for p in prompts)
     pad = tok.pad_token_id
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
     mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
-    new_tokens = max(1, round(generated / len(trajectories)))
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
-    with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             do_sample=True, temperature=rollout_cfg.temperature, top_p=rollout_cfg.top_p, pad_token_id=pad)
-    plain_s = time.perf_counter() - start
-    plain_tokens = (out.shape[1] - width) * len(trajectories)
+
+    def plain_seconds(new_tokens: int) -> float:
+        torch.manual_seed(args.seed)
+        start = time.perf_counter()
+        with torch.no_grad():
+            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                           do_sample=True, temperature=rollout_cfg.temperature, top_p=rollout_cfg.top_p, pad_token_id=pad)
+        return time.perf_counter() - start
+
+    # Same lengths: the batch runs until its longest row is done, and the useful tokens are each
+    # row's own count (a row that stopped early only pads, as in `generate` with per-row EOS).
+    longest = max(t.num_policy_tokens for t in trajectories)
+    plain_s = plain_seconds(longest)
+    plain_tps = generated / plain_s
+    mean_tokens = max(1, round(generated / len(trajectories)))
+    plain_mean_s = plain_seconds(mean_tokens)
+    plain_mean_tps = mean_tokens * len(trajectories) / plain_mean_s
 
     rollout_tps = generated / rollout_s
-    plain_tps = plain_tokens / plain_s
     print(json.dumps({
         "model": args.model,
         "rollouts": len(trajectories),
@@ -72,9 +82,13 @@ def main() -> None:
         "tokens_per_s": round(rollout_tps, 1),
         "plain_generate_tokens_per_s": round(plain_tps, 1),
         "ratio": round(rollout_tps / plain_tps, 3),
+        "ratio_mean_length": round(rollout_tps / plain_mean_tps, 3),
+        "longest_trajectory_tokens": longest,
+        "mean_trajectory_tokens": mean_tokens,
         "mean_tool_calls": round(sum(t.num_tool_turns for t in trajectories) / len(trajectories), 2),
         "rollout_s": round(rollout_s, 2),
         "plain_s": round(plain_s, 2),
+        "plain_mean_length_s": round(plain_mean_s, 2),
     }), flush=True)
 
 

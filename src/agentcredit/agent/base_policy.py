@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from dataclasses import replace
 
 import torch
 
@@ -33,7 +34,8 @@ def base_policy_key(cfg, components) -> str:
         "world": components.datamodule.world.hash,
         "env": plain(cfg.env),
         "model": model,
-        "warmstart": plain(cfg.warmstart),
+        # aux_worlds came later; at its default 0 it is left out so existing caches stay valid.
+        "warmstart": {k: v for k, v in plain(cfg.warmstart).items() if not (k == "aux_worlds" and v == 0)},
         "rollout": {k: plain(cfg.rollout)[k] for k in ("max_tool_turns", "max_obs_tokens", "max_context_tokens")},
         # The vocabulary itself, not just its size: a changed tokenizer recipe must not reuse old weights.
         "vocab": stable_hash(sorted(components.tokenizer.get_vocab().items())),
@@ -58,6 +60,39 @@ def ensure_base_policy(cfg, components, progress: bool = True) -> dict:
     return info
 
 
+def training_sources(cfg, components, aux_worlds: int) -> list:
+    """(worker, question) pairs the warm start draws its episodes from: the run world's train split,
+    plus every question of `aux_worlds` other worlds made with the same knobs and seeds
+    world.seed+1, world.seed+2, ...
+
+    Why auxiliary worlds: the default world has about 700 training questions. Cycling over them,
+    the tiny model memorises question -> query instead of learning to copy names from the page.
+    Measured on first-turn search queries alone (300 steps of 32): 0.12 exact on validation
+    questions with the one world, 0.75 with four auxiliary worlds. The validation and test
+    splits stay unseen: auxiliary worlds are other corpora, never the run world itself.
+    """
+    from agentcredit.components import plain
+    from agentcredit.env.corpus import Corpus
+    from agentcredit.env.factory import make_env_factory
+    from agentcredit.world.cache import load_or_generate_world
+
+    def worker(env_factory):
+        return RolloutWorker(None, components.chat, env_factory, components.reward_fn, components.rollout_cfg)
+
+    main = worker(components.env_factory)
+    sources = [(main, q) for q in components.datamodule.split_questions("train")]
+    if aux_worlds < 0:
+        raise ValueError(f"warmstart.aux_worlds must be >= 0, got {aux_worlds}")
+    if aux_worlds and components.datamodule.corpus_path is not None:
+        raise ValueError("warmstart.aux_worlds needs the synthetic world (data.corpus_path is set); use 0")
+    base = components.datamodule.world_config
+    for i in range(1, aux_worlds + 1):
+        world = load_or_generate_world(replace(base, seed=base.seed + i), components.datamodule.use_cache)
+        aux = worker(make_env_factory(Corpus(world.documents), plain(cfg.env)))
+        sources += [(aux, q) for q in world.questions]
+    return sources
+
+
 def build_base_policy(cfg, components, progress: bool = True) -> dict:
     from agentcredit.components import plain
     from agentcredit.world.oracle import solve
@@ -65,21 +100,20 @@ def build_base_policy(cfg, components, progress: bool = True) -> dict:
     ws = WarmStartConfig(**plain(cfg.warmstart))
     start = time.time()
     torch.manual_seed(ws.seed)
-    questions = list(components.datamodule.split_questions("train"))
-    random.Random(ws.seed).shuffle(questions)
-    worker = RolloutWorker(None, components.chat, components.env_factory, components.reward_fn, components.rollout_cfg)
+    sources = training_sources(cfg, components, ws.aux_worlds)
+    random.Random(ws.seed).shuffle(sources)
 
     rng = random.Random(ws.seed + 1)
 
-    def oracle(question):
-        env = components.env_factory()
+    def oracle(worker, question):
+        env = worker.env_factory()
         env.reset()
         # A mix of reading whole pages and using find keeps episodes short while find stays in the data.
         episode = solve(question, env, use_find=rng.random() < ws.p_use_find, topn=ws.search_topn)
         return episode.actions, episode.answer
 
     guesses = sorted({d.title for d in components.corpus.documents})
-    examples = build_examples(worker, questions, oracle, ws, guesses, progress)
+    examples = build_examples(sources, oracle, ws, guesses, progress)
     pad_id = components.tokenizer.pad_token_id
     stats = train_sft(components.policy, examples, pad_id, ws, progress)
     mean_len = sum(len(e.input_ids) for e in examples) / len(examples)

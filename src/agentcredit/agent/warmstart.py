@@ -44,6 +44,7 @@ class WarmStartConfig:
     p_premature_answer: float = 0.1  # per episode: stop early and guess (0.35 taught mostly wrong answers)
     p_use_find: float = 0.5  # per episode: the oracle locates facts with find (else reads the opened page)
     search_topn: int = 3  # the oracle's topn: fewer results keep training sequences short
+    aux_worlds: int = 0  # extra synthetic worlds (same knobs, seeds world.seed+1..) whose questions the episodes also draw on
     seed: int = 0
 
 
@@ -69,19 +70,21 @@ def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: W
 
 
 def build_examples(
-    worker: RolloutWorker,
-    questions: Sequence[Question],
-    solve: Callable[[Question], tuple[Sequence[ToolCall], str]],
+    sources: Sequence[tuple[RolloutWorker, Question]],
+    solve: Callable[[RolloutWorker, Question], tuple[Sequence[ToolCall], str]],
     cfg: WarmStartConfig,
     guesses: Sequence[str],
     progress: bool = True,
 ) -> list[Trajectory]:
-    """Render `cfg.episodes` degraded oracle episodes (cycling over `questions`) as trajectories."""
+    """Render `cfg.episodes` degraded oracle episodes as trajectories, cycling over `sources`.
+
+    Each source pairs a question with the worker (hence the environment) of its own world, so
+    that auxiliary worlds' questions are played in their own corpus."""
     rng = random.Random(cfg.seed)
     examples = []
     for i in tqdm(range(cfg.episodes), desc="warm start: oracle episodes", disable=not progress):
-        question = questions[i % len(questions)]
-        actions, answer = solve(question)
+        worker, question = sources[i % len(sources)]
+        actions, answer = solve(worker, question)
         examples.append(worker.replay(question, degrade(actions, answer, rng, cfg, guesses)))
     return examples
 

@@ -1,0 +1,68 @@
+"""Warm-start data: auxiliary worlds add questions, and each is played in its own corpus."""
+
+from __future__ import annotations
+
+import pytest
+from tiny_runs import TINY
+
+from agentcredit.agent.base_policy import base_policy_key, training_sources
+from agentcredit.agent.protocol import render_answer, render_tool_call
+from agentcredit.components import build_components
+from agentcredit.evaluate import compose_config
+from agentcredit.world.cache import load_or_generate_world
+from agentcredit.world.oracle import solve
+
+SMALL_WORLD = ["data.world.num_documents=80", "data.world.num_questions=60",
+               "rollout.max_tool_turns=40", "rollout.max_turn_tokens=256", "rollout.max_obs_tokens=4096"]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = compose_config([*TINY, *SMALL_WORLD])
+    return cfg, build_components(cfg)
+
+
+def test_aux_worlds_add_every_question_of_other_seeds(setup):
+    cfg, components = setup
+    train = components.datamodule.split_questions("train")
+    assert [q for _, q in training_sources(cfg, components, 0)] == list(train)
+
+    sources = training_sources(cfg, components, 2)
+    base = components.datamodule.world_config
+    aux = [load_or_generate_world(base.__class__(**{**base.as_dict(), "templates": base.templates, "seed": base.seed + i}))
+           for i in (1, 2)]
+    assert len(sources) == len(train) + sum(len(w.questions) for w in aux)
+    main_texts = {q.text for q in components.datamodule.world.questions}
+    aux_texts = [q.text for _, q in sources[len(train):]]
+    assert aux_texts == [q.text for w in aux for q in w.questions]
+    assert any(t not in main_texts for t in aux_texts)  # other worlds, not copies of this one
+    assert len({id(w) for w, _ in sources}) == 3  # one worker (environment) per world
+
+
+def test_aux_questions_are_solved_in_their_own_world(setup):
+    cfg, components = setup
+    train = components.datamodule.split_questions("train")
+    sources = training_sources(cfg, components, 1)[len(train):][:5]
+    rewards = []
+    for worker, question in sources:
+        env = worker.env_factory()
+        env.reset()
+        episode = solve(question, env)
+        turns = [render_tool_call(a) for a in episode.actions] + [render_answer(episode.answer)]
+        rewards.append(worker.replay(question, turns).reward)
+    assert all(r >= 1.0 for r in rewards), rewards  # correct (1.0) plus the format score
+
+
+def test_bad_aux_worlds_is_a_clear_error(setup):
+    cfg, components = setup
+    with pytest.raises(ValueError, match="aux_worlds must be >= 0"):
+        training_sources(cfg, components, -1)
+
+
+def test_cache_key_keeps_old_entries_at_the_default_and_changes_with_aux_worlds(setup):
+    cfg, components = setup
+    plain_key = base_policy_key(cfg, components)
+    with_aux = compose_config([*TINY, *SMALL_WORLD, "warmstart.aux_worlds=2"])
+    assert base_policy_key(with_aux, components) != plain_key
+    legacy = compose_config([*TINY, *SMALL_WORLD, "~warmstart.aux_worlds"])
+    assert base_policy_key(legacy, components) == plain_key
