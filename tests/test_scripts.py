@@ -38,6 +38,10 @@ def test_bench_rollout_prints_both_rates_from_one_run():
     assert {"model", "rollouts", "generated_tokens", "tokens_per_s", "plain_generate_tokens_per_s", "ratio"} <= out.keys()
     assert out["rollouts"] == 2
     assert abs(out["ratio"] - out["tokens_per_s"] / out["plain_generate_tokens_per_s"]) < 0.01
+    # Per-row lengths: the plain batch runs as long as the longest rollout, never shorter than the mean.
+    assert out["longest_trajectory_tokens"] >= out["mean_trajectory_tokens"] >= 1
+    assert out["generated_tokens"] <= out["rollouts"] * out["longest_trajectory_tokens"]
+    assert "ratio_mean_length" in out
 
 
 def test_bench_reference_scoring_prints_its_line():

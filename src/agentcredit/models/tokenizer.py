@@ -15,7 +15,9 @@ Choices (the real models decide these for themselves):
   answer then starts with a different id (`Greta` after a quote or a tag) than in the page. Making
   spaces tokens of their own removes that mismatch but costs 31% more tokens per episode, and it did
   not make the 300-step warm start copy names any better (teacher-forced answer accuracy 0 either
-  way), so the cheaper tokenisation stays.
+  way). Nor does it make copying appear sooner: trained on first turns only (question -> search
+  query, 32 per step, five worlds), held-out queries were exact in 0.66 of cases after 300 steps
+  with spaces as tokens and 0.75 with glued spaces. So the cheaper tokenisation stays.
 """
 
 from __future__ import annotations
