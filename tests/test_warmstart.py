@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tiny_runs import TINY
 
@@ -29,8 +31,7 @@ def test_aux_worlds_add_every_question_of_other_seeds(setup):
 
     sources = training_sources(cfg, components, 2)
     base = components.datamodule.world_config
-    aux = [load_or_generate_world(base.__class__(**{**base.as_dict(), "templates": base.templates, "seed": base.seed + i}))
-           for i in (1, 2)]
+    aux = [load_or_generate_world(replace(base, seed=base.seed + i)) for i in (1, 2)]
     assert len(sources) == len(train) + sum(len(w.questions) for w in aux)
     main_texts = {q.text for q in components.datamodule.world.questions}
     aux_texts = [q.text for _, q in sources[len(train):]]

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import torch
 
 from agentcredit.agent.chat import ChatFormat
-from agentcredit.agent.protocol import STOP_STRINGS, error_observation, parse_turn
+from agentcredit.agent.protocol import STOP_STRINGS, ParsedTurn, error_observation, parse_turn
 from agentcredit.agent.sampling import StopChecker, TurnSampler
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
 from agentcredit.world.types import Question
@@ -183,7 +183,8 @@ class RolloutWorker:
             if budget <= 0:
                 self._finish(item, "context")
                 break
-            if not self._step(item, tokens[:budget], [0.0] * min(len(tokens), budget), "stop_string", budget):
+            tokens = tokens[:budget]
+            if not self._step(item, tokens, [0.0] * len(tokens), "stop_string", budget, self._read(tokens)):
                 break
         else:
             self._finish(item, "no_answer")
@@ -201,11 +202,14 @@ class RolloutWorker:
             else:
                 finished.append(item)
         while sampler.live:
-            ended = sampler.step()
-            self._prefetch_tools(ended)
-            for item, turn in ended:
+            ended = []
+            for item, turn in sampler.step():
                 budget = self.cfg.max_context_tokens - len(item.traj.input_ids)
-                if self._step(item, turn.token_ids[:budget], turn.logprobs[:budget], turn.stop, budget):
+                tokens = turn.token_ids[:budget]
+                ended.append((item, tokens, turn.logprobs[:budget], turn.stop, budget, self._read(tokens)))
+            self._prefetch_tools(ended)
+            for item, *step in ended:
+                if self._step(item, *step):
                     max_new = self._open_turn(item)
                     if max_new:
                         sampler.next_turn(item, item.traj.input_ids, max_new)
@@ -214,14 +218,15 @@ class RolloutWorker:
                 finished.append(item)
         return finished
 
-    def _prefetch_tools(self, ended: list[tuple[_Live, object]]) -> None:
+    def _read(self, tokens: list[int]) -> tuple[str, ParsedTurn]:
+        """A sampled turn's text and what it asks for; decoded and parsed once per turn."""
+        text = self.chat.tokenizer.decode(tokens, skip_special_tokens=False)
+        return text, parse_turn(text)
+
+    def _prefetch_tools(self, ended: list[tuple]) -> None:
         """Turns that ended at the same step share their tools' batchable work (one query-embedding
         call for all their searches) before each call runs on its own in _step."""
-        calls = []
-        for _, turn in ended:
-            parsed = parse_turn(self.chat.tokenizer.decode(turn.token_ids, skip_special_tokens=False))
-            if parsed.kind == "tool":
-                calls.append(parsed.call)
+        calls = [read[1].call for *_, read in ended if read[1].kind == "tool"]
         prefetch = getattr(ended[0][0].env, "prefetch", None) if len(calls) > 1 else None
         if prefetch is not None:
             prefetch(calls)
@@ -235,10 +240,10 @@ class RolloutWorker:
             return 0
         return min(self.cfg.max_turn_tokens, budget)
 
-    def _step(self, item: _Live, tokens: list[int], logprobs: list[float], stop: str, budget: int) -> bool:
-        """Apply one sampled turn; returns whether the rollout goes on."""
-        text = self.chat.tokenizer.decode(tokens, skip_special_tokens=False)
-        parsed = parse_turn(text)
+    def _step(self, item: _Live, tokens: list[int], logprobs: list[float], stop: str, budget: int,
+              read: tuple[str, ParsedTurn]) -> bool:
+        """Apply one sampled turn (`read` = self._read(tokens)); returns whether the rollout goes on."""
+        text, parsed = read
         k = item.traj.num_tool_turns
         cut_short = stop == "length" or len(tokens) >= budget
         is_final = parsed.kind == "answer" or cut_short
