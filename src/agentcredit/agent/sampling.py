@@ -62,6 +62,22 @@ class StopChecker:
         return None
 
 
+def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw per row from unnormalised non-negative `probs` (B, V) -> (B,), by inverting the CDF.
+
+    Exact like torch.multinomial but one uniform number per row instead of work per vocabulary
+    entry: measured 0.1 ms against 4.4 ms for multinomial at (32, 4100) on 2 CPU threads, where
+    multinomial was a sixth of a decode step. u is scaled by each row's own total, so float error
+    in the cumulative sum cannot run past the last token, and a zero-probability token is never
+    picked: its cumulative value equals its predecessor's, and the first index whose value exceeds
+    u is taken (u stays strictly below the total even where rand * total would round up to it)."""
+    cdf = probs.cumsum(dim=-1)  # (B, V)
+    total = cdf[:, -1:]
+    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cdf.dtype) * total
+    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1)
+
+
 def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator | None) -> torch.Tensor:
     """Nucleus sampling from already temperature-scaled logits. (B, V) -> (B,)"""
     probs = torch.softmax(logits, dim=-1)
@@ -71,9 +87,9 @@ def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator 
         # Keep the smallest prefix whose mass reaches top_p (the top token is always kept).
         drop = cumulative - sorted_probs >= top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-        choice = torch.multinomial(sorted_probs, 1, generator=generator)  # (B, 1)
-        return order.gather(-1, choice).squeeze(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        choice = sample_categorical(sorted_probs, generator)  # (B,)
+        return order.gather(-1, choice[:, None]).squeeze(-1)
+    return sample_categorical(probs, generator)
 
 
 def cache_kwarg(model) -> str:

@@ -18,6 +18,10 @@ Choices (the real models decide these for themselves):
   way). Nor does it make copying appear sooner: trained on first turns only (question -> search
   query, 32 per step, five worlds), held-out queries were exact in 0.66 of cases after 300 steps
   with spaces as tokens and 0.75 with glued spaces. So the cheaper tokenisation stays.
+- page titles stay ordinary BPE text. Making every title (and URL) one added token, with titles
+  permuted within their type in every training sequence so nothing could be memorised, copied
+  worse: on first turns alone, 0-8% exact held-out queries after 400 steps of 32. A title seen a
+  few times has an embedding too untrained for attention to find it; BPE pieces are frequent.
 """
 
 from __future__ import annotations
