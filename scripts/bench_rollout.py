@@ -11,17 +11,46 @@ suppressed), which is what `generate` does when rows stop at different points, a
 tokens are the ones the rollouts sampled. `ratio_mean_length` compares against a run where
 every row generates the mean length instead (no straggler: a harder baseline). Every figure is
 measured in this run, one after the other.
+
+The rollout's wall time is also split into decode forwards (`decode_s`), observation prefill
+(`prefill_s`, `prefill_tokens`), tool work (`tools_s`: query embedding, environment steps,
+observation encoding) and the rest (`other_s`: sampling, stop checks, bookkeeping).
 """
 
 import argparse
 import json
 import time
+from collections import Counter
 
 import torch
 
 from agentcredit.components import build_components
 from agentcredit.evaluate import compose_config
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
+from agentcredit.agent.sampling import TurnSampler
+
+
+def time_parts(totals: Counter) -> None:
+    """Add the wall time of the rollout's parts to `totals` as they run: decode forwards, observation
+    prefill forwards (and their token count) and tool work (query embedding, environment steps,
+    observation encoding). The rest is sampling, stop checks and bookkeeping."""
+    def timed(cls, name, part, count=None):
+        original = getattr(cls, name)
+
+        def wrapper(self, *args, **kwargs):
+            if count is not None:  # before the call: a prefill empties its rows' queues
+                totals[count[0]] += count[1](*args)
+            start = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                totals[part + "_s"] += time.perf_counter() - start
+        setattr(cls, name, wrapper)
+
+    timed(TurnSampler, "_decode", "decode", ("decode_forwards", lambda feed: 1))
+    timed(TurnSampler, "_prefill", "prefill", ("prefill_tokens", lambda rows: sum(len(r.queued) for r in rows)))
+    timed(RolloutWorker, "_prefetch_tools", "tools")
+    timed(RolloutWorker, "_step", "tools")
 
 
 def main() -> None:
@@ -43,6 +72,8 @@ def main() -> None:
                            torch.Generator().manual_seed(args.seed))
     worker.rollout(questions[:1], group_size=2)  # warm-up: first-call allocations, retriever load
 
+    parts: Counter = Counter()
+    time_parts(parts)
     start = time.perf_counter()
     groups = worker.rollout(questions, group_size=args.group)
     rollout_s = time.perf_counter() - start
@@ -89,6 +120,13 @@ def main() -> None:
         "rollout_s": round(rollout_s, 2),
         "plain_s": round(plain_s, 2),
         "plain_mean_length_s": round(plain_mean_s, 2),
+        # Where the rollout's time went (the rest: sampling, stop checks, bookkeeping).
+        "decode_s": round(parts["decode_s"], 3),
+        "decode_forwards": parts["decode_forwards"],
+        "prefill_s": round(parts["prefill_s"], 3),
+        "prefill_tokens": parts["prefill_tokens"],
+        "tools_s": round(parts["tools_s"], 3),
+        "other_s": round(rollout_s - parts["decode_s"] - parts["prefill_s"] - parts["tools_s"], 3),
     }), flush=True)
 
 
