@@ -79,12 +79,12 @@ def training_sources(cfg, components, aux_worlds: int) -> list:
     def worker(env_factory):
         return RolloutWorker(None, components.chat, env_factory, components.reward_fn, components.rollout_cfg)
 
-    main = worker(components.env_factory)
-    sources = [(main, q) for q in components.datamodule.split_questions("train")]
     if aux_worlds < 0:
         raise ValueError(f"warmstart.aux_worlds must be >= 0, got {aux_worlds}")
     if aux_worlds and components.datamodule.corpus_path is not None:
         raise ValueError("warmstart.aux_worlds needs the synthetic world (data.corpus_path is set); use 0")
+    main = worker(components.env_factory)
+    sources = [(main, q) for q in components.datamodule.split_questions("train")]
     base = components.datamodule.world_config
     for i in range(1, aux_worlds + 1):
         world = load_or_generate_world(replace(base, seed=base.seed + i), components.datamodule.use_cache)
