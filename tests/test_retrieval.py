@@ -135,6 +135,38 @@ def test_query_cache_keeps_the_most_recent_queries():
     assert embedder.embed_query("first").tobytes() == first.tobytes()
 
 
+def test_title_queries_use_stored_vectors_bit_identical_to_embedding_them(tmp_path, monkeypatch):
+    from agentcredit.env.embedding import Embedder
+
+    corpus = Corpus(DOCS)
+    first = DenseRetriever(corpus, cache_dir=tmp_path)
+    assert (first.index_dir / "title_queries.npy").is_file()
+    fresh = Embedder(bundled_model_dir())  # no cache shared with the retriever's embedder
+    for doc in DOCS:
+        assert first.title_vectors[doc.title].tobytes() == fresh.embed_query(doc.title).tobytes()
+
+    # A second retriever reads the stored table and embeds no title; a title search embeds nothing.
+    def refuse(*_):
+        raise AssertionError("embedded a title again")
+
+    monkeypatch.setattr(first.embedder, "encode_queries", refuse)
+    monkeypatch.setattr(first.embedder, "embed_query", refuse)
+    second = DenseRetriever(corpus, cache_dir=tmp_path)
+    assert second.loaded_from_cache
+    assert second.search("Ada Lovelace", 2)[0] == 1
+    second.prefetch(["Ada Lovelace", "Miles Davis"])  # titles only: nothing to embed
+
+
+def test_title_table_is_added_to_an_index_cached_without_it(tmp_path):
+    corpus = Corpus(DOCS)
+    first = DenseRetriever(corpus, cache_dir=tmp_path)
+    (first.index_dir / "title_queries.npy").unlink()
+    second = DenseRetriever(corpus, cache_dir=tmp_path)
+    assert second.loaded_from_cache and (second.index_dir / "title_queries.npy").is_file()
+    assert [second.search(d.title, 4) for d in DOCS] == [first.search(d.title, 4) for d in DOCS]
+    assert not [p for p in second.index_dir.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
 def test_prefetched_searches_return_what_plain_searches_return(tmp_path):
     corpus = Corpus(DOCS)
     retriever = DenseRetriever(corpus, cache_dir=tmp_path)

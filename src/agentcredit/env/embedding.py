@@ -91,30 +91,45 @@ class Embedder:
         return self._queries[text]
 
     def embed_queries(self, texts: list[str]) -> None:
-        """Embed the uncached ones of `texts` into the cache embed_query reads, in one call per token
-        length: a call on a few short queries costs about what a call on one does. Equal lengths need
-        no padding, so every vector is bit-identical to the one a batch of one gives (a test checks)."""
+        """Embed the uncached ones of `texts` into the cache embed_query reads (see encode_queries)."""
         with self._lock:
             todo = sorted({t for t in texts if t not in self._queries})  # sorted: same groups every run
             if not todo:
                 return
-            by_length: dict[int, list[str]] = {}
-            for text in todo:
-                n = len(self.tokenizer(text, truncation=True, max_length=MAX_TOKENS)["input_ids"])
-                by_length.setdefault(n, []).append(text)
-            # One thread: a few tokens gain nothing from intra-op threads while paying heavily for
-            # them when the cores are busy with the policy (measured ~7x slower at 2 threads).
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)
-            try:
-                for group in by_length.values():
-                    for text, vec in zip(group, self._encode(group)):
-                        vec.setflags(write=False)  # shared through the cache
-                        self._queries[text] = vec
-            finally:
-                torch.set_num_threads(threads)
+            for text, vec in zip(todo, self._encode_by_length(todo)):
+                vec.setflags(write=False)  # shared through the cache
+                self._queries[text] = vec
             while len(self._queries) > self.query_cache_size:
                 self._queries.popitem(last=False)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """(N, D) query vectors, bit-identical to what embed_query gives for each text, without
+        touching the cache (for fixed query tables such as a retriever's page titles)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return np.stack(self._encode_by_length(list(texts)))
+
+    def _encode_by_length(self, texts: list[str]) -> list[np.ndarray]:
+        """One model call per token length: a call on a few short queries costs about what a call on
+        one does, and equal lengths need no padding, so every vector is bit-identical to the one a
+        batch of one gives (a test checks). Caller holds the lock."""
+        by_length: dict[int, list[int]] = {}
+        for i, text in enumerate(texts):
+            n = len(self.tokenizer(text, truncation=True, max_length=MAX_TOKENS)["input_ids"])
+            by_length.setdefault(n, []).append(i)
+        out: list[np.ndarray | None] = [None] * len(texts)
+        # One thread: a few tokens gain nothing from intra-op threads while paying heavily for
+        # them when the cores are busy with the policy (measured ~7x slower at 2 threads).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for group in by_length.values():
+                for i, vec in zip(group, self._encode([texts[i] for i in group])):
+                    out[i] = vec
+        finally:
+            torch.set_num_threads(threads)
+        return out
 
 
 _EMBEDDER: Embedder | None = None

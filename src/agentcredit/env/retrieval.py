@@ -27,6 +27,10 @@ from agentcredit.paths import stable_hash
 from agentcredit.world.types import Document
 
 RETRIEVER_KINDS = ("dense", "bm25")
+# Page titles are the queries a searcher sends most (the oracle always does, a trained policy mostly),
+# so their vectors are kept with the index. Above this many documents the one-off cost (one query
+# embedding per title) would rival the index itself, so large corpora embed titles on demand.
+TITLE_TABLE_MAX_DOCS = 20_000
 log = logging.getLogger(__name__)
 
 
@@ -76,6 +80,28 @@ class DenseRetriever:
                               "lines_per_passage": lines_per_passage, "passages": len(texts),
                               "documents": len(corpus)})
 
+        self.title_vectors = self._title_table() if len(corpus) <= TITLE_TABLE_MAX_DOCS else {}
+
+    def _title_table(self) -> dict[str, np.ndarray]:
+        """title -> read-only query vector, bit-identical to embedding the title as a query, stored
+        next to the index (added to an index cached before this table existed)."""
+        titles = [doc.title for doc in self.corpus.documents]
+        path = self.index_dir / "title_queries.npy"
+        vectors = np.load(path) if path.is_file() else None
+        if vectors is None or vectors.shape != (len(titles), self.embedder.dim):
+            vectors = self.embedder.encode_queries(titles)
+            if self.index_dir.is_dir():  # written by whoever gets here first; readers never see half a file
+                fd, tmp = tempfile.mkstemp(prefix=".title_queries-", suffix=".npy", dir=self.index_dir)
+                with os.fdopen(fd, "wb") as f:
+                    np.save(f, vectors)
+                os.replace(tmp, path)
+        vectors.setflags(write=False)
+        return dict(zip(titles, vectors))
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        vec = self.title_vectors.get(query)
+        return vec if vec is not None else self.embedder.embed_query(query)
+
     def _save(self, root: Path, meta: dict) -> None:
         import faiss
 
@@ -93,12 +119,12 @@ class DenseRetriever:
 
     def prefetch(self, queries: list[str]) -> None:
         """Embed queries that are about to be searched together in one batch (results unchanged)."""
-        self.embedder.embed_queries(queries)
+        self.embedder.embed_queries([q for q in queries if q not in self.title_vectors])
 
     def search(self, query: str, topn: int) -> list[int]:
         if topn < 1:
             return []
-        query_vec = self.embedder.embed_query(query)[None, :]  # (1, D)
+        query_vec = self._query_vector(query)[None, :]  # (1, D)
         total = self.index.ntotal
         k = min(total, 4 * topn)
         while True:
