@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from tiny_runs import TINY
@@ -67,3 +68,49 @@ def test_cache_key_keeps_old_entries_at_the_default_and_changes_with_aux_worlds(
     assert base_policy_key(with_aux, components) != plain_key
     legacy = compose_config([*TINY, *SMALL_WORLD, "~warmstart.aux_worlds"])
     assert base_policy_key(legacy, components) == plain_key
+
+
+class _LimitedWorker:
+    """Replays turn texts like RolloutWorker.replay, ending at `limit` tool calls without an answer."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def replay(self, question, turns):
+        calls = [t for t in turns if t.startswith("<tool_call>")]
+        reason = "answer" if len(calls) < self.limit else "tool_limit"
+        return SimpleNamespace(turns=list(turns), finish_reason=reason)
+
+
+def test_episodes_cut_off_by_the_turn_limit_are_played_again_without_find_then_without_added_calls():
+    from agentcredit.agent.warmstart import WarmStartConfig, build_examples
+    from agentcredit.env.types import ToolCall
+
+    search = ToolCall("browser.search", {"query": "Ada Fenn Lovelace"})
+    page = [search, ToolCall("browser.open", {"id": 0})]
+    find = ToolCall("browser.find", {"pattern": "founder"})
+    asked = []
+
+    def solve(worker, question, use_find):
+        asked.append(use_find)
+        return (page + [find]) * 2 if use_find else page * 2, "Ada"
+
+    cfg = WarmStartConfig(episodes=3, p_use_find=1.0, p_vague_query=0.0, p_wrong_open=0.0, p_premature_answer=0.0)
+    worker = _LimitedWorker(limit=5)  # 6 calls with find, 4 without
+    examples = build_examples([(worker, "q")], solve, cfg, ["guess"], progress=False)
+    assert [e.finish_reason for e in examples] == ["answer"] * 3
+    assert asked == [True, False] * 3
+    assert all(len(e.turns) == 5 and "browser.find" not in "".join(e.turns) for e in examples)
+
+    # Vague queries before every search push even the find-less episode over the limit: the third
+    # attempt drops the added calls and keeps the oracle's own.
+    asked.clear()
+    vague = WarmStartConfig(episodes=2, p_use_find=1.0, p_vague_query=1.0, p_wrong_open=0.0, p_premature_answer=0.0)
+    examples = build_examples([(worker, "q")], solve, vague, ["guess"], progress=False)
+    assert asked == [True, False, False] * 2
+    assert [len(e.turns) for e in examples] == [5, 5] and all(e.finish_reason == "answer" for e in examples)
+
+    # Where no attempt fits, the last one is kept (it is still a well-formed demonstration).
+    asked.clear()
+    examples = build_examples([(_LimitedWorker(limit=2), "q")], solve, cfg, ["guess"], progress=False)
+    assert asked == [True, False, False] * 3 and [e.finish_reason for e in examples] == ["tool_limit"] * 3

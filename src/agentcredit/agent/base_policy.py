@@ -21,7 +21,8 @@ from agentcredit.paths import cache_dir, stable_hash
 WEIGHTS = "policy.pt"
 INFO = "info.json"
 # Bump when the warm-start recipe changes in a way the config does not show.
-RECIPE_VERSION = 1
+# 2: episodes cut off by the rollout limits are played again without find (warmstart.build_examples).
+RECIPE_VERSION = 2
 
 
 def base_policy_key(cfg, components) -> str:
@@ -103,13 +104,11 @@ def build_base_policy(cfg, components, progress: bool = True) -> dict:
     sources = training_sources(cfg, components, ws.aux_worlds)
     random.Random(ws.seed).shuffle(sources)
 
-    rng = random.Random(ws.seed + 1)
-
-    def oracle(worker, question):
+    def oracle(worker, question, use_find: bool):
         env = worker.env_factory()
         env.reset()
         # A mix of reading whole pages and using find keeps episodes short while find stays in the data.
-        episode = solve(question, env, use_find=rng.random() < ws.p_use_find, topn=ws.search_topn)
+        episode = solve(question, env, use_find=use_find, topn=ws.search_topn)
         return episode.actions, episode.answer
 
     guesses = sorted({d.title for d in components.corpus.documents})
@@ -117,5 +116,7 @@ def build_base_policy(cfg, components, progress: bool = True) -> dict:
     pad_id = components.tokenizer.pad_token_id
     stats = train_sft(components.policy, examples, pad_id, ws, progress)
     mean_len = sum(len(e.input_ids) for e in examples) / len(examples)
-    return {**stats, "examples": len(examples), "mean_tokens": mean_len, "total_seconds": time.time() - start}
+    unanswered = sum(e.finish_reason != "answer" for e in examples)
+    return {**stats, "examples": len(examples), "examples_without_answer": unanswered, "mean_tokens": mean_len,
+            "total_seconds": time.time() - start}
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
@@ -71,21 +71,34 @@ def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: W
 
 def build_examples(
     sources: Sequence[tuple[RolloutWorker, Question]],
-    solve: Callable[[RolloutWorker, Question], tuple[Sequence[ToolCall], str]],
+    solve: Callable[[RolloutWorker, Question, bool], tuple[Sequence[ToolCall], str]],
     cfg: WarmStartConfig,
     guesses: Sequence[str],
     progress: bool = True,
 ) -> list[Trajectory]:
     """Render `cfg.episodes` degraded oracle episodes as trajectories, cycling over `sources`.
 
-    Each source pairs a question with the worker (hence the environment) of its own world, so
-    that auxiliary worlds' questions are played in their own corpus."""
+    `solve(worker, question, use_find)` plays the oracle. Each source pairs a question with the
+    worker (hence the environment) of its own world, so that auxiliary worlds' questions are
+    played in their own corpus.
+
+    Every example ends with an answer where the rollout limits allow one: an episode that runs out
+    of tool turns or context (find costs one call per page, and degradations add calls) is played
+    again without find, then without added calls. Measured on the default world: half of the
+    find-using episodes hit the 12-turn limit, 26% of all examples; trained on those, the policy
+    learnt to stop without answering in 40% of its rollouts."""
     rng = random.Random(cfg.seed)
     examples = []
     for i in tqdm(range(cfg.episodes), desc="warm start: oracle episodes", disable=not progress):
         worker, question = sources[i % len(sources)]
-        actions, answer = solve(worker, question)
-        examples.append(worker.replay(question, degrade(actions, answer, rng, cfg, guesses)))
+        use_find = rng.random() < cfg.p_use_find
+        for attempt in ("as drawn", "without find", "without added calls"):
+            actions, answer = solve(worker, question, use_find and attempt == "as drawn")
+            plain = replace(cfg, p_vague_query=0.0, p_wrong_open=0.0) if attempt == "without added calls" else cfg
+            example = worker.replay(question, degrade(actions, answer, rng, plain, guesses))
+            if example.finish_reason == "answer":
+                break
+        examples.append(example)
     return examples
 
 
