@@ -14,6 +14,7 @@ from agentcredit.env.corpus import Corpus
 from agentcredit.env.retrieval import build_retriever
 from agentcredit.env.types import ToolCall
 from agentcredit.models.loading import load_policy
+from agentcredit.models.tiny import build_tiny_model
 from agentcredit.world.types import Document, Question
 
 DOCS = [
@@ -121,19 +122,57 @@ def test_sampled_rollouts_record_exactly_the_sampled_tokens(setup, monkeypatch):
     assert sorted(found) == pool
 
 
-def test_recorded_logprobs_match_a_full_forward(setup):
-    policy = setup[0]
-    worker = make_worker(setup)
+def _one_prefill_forward(lengths, starts, **kw):
+    return [list(range(len(lengths)))] if lengths else []
+
+
+def _prefill_forward_per_row(lengths, starts, **kw):
+    return [[i] for i in reversed(range(len(lengths)))]
+
+
+@pytest.mark.parametrize("grouping", [None, _one_prefill_forward, _prefill_forward_per_row],
+                         ids=["cost_model", "one_forward", "per_row"])
+def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping):
+    from agentcredit.agent import sampling
     from agentcredit.lit.logprobs import token_logprobs
 
+    split = []
+    original = grouping or sampling.prefill_groups
+    monkeypatch.setattr(sampling, "prefill_groups", lambda *a, **kw: split.append(out := original(*a, **kw)) or out)
+    policy = setup[0]
+    worker = make_worker(setup)
     # Several rows of different lengths and turn counts: each row's slot cache, compaction after
-    # finished rows, and prefills of rows that rejoin mid-batch must all match one full forward.
-    groups = worker.rollout([QUESTION, QUESTION], group_size=3)
+    # finished rows, and prefills of rows that rejoin mid-batch (in one padded forward, one per
+    # row through a view of its slot, or as the cost model groups them) must all match one full forward.
+    short = Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")
+    groups = worker.rollout([QUESTION, short], group_size=3)  # prompts of two lengths
+    if grouping is _one_prefill_forward:
+        assert any(len(rows) > 1 for forwards in split for rows in forwards)
+    if grouping is _prefill_forward_per_row:
+        assert any(len(forwards) > 1 for forwards in split)
     for traj in [t for g in groups for t in g]:
         ids = torch.tensor([traj.input_ids])
         full = token_logprobs(policy, ids, torch.ones_like(ids))[0]
         mask = torch.tensor(traj.loss_mask, dtype=torch.bool)
         assert torch.allclose(full[mask], torch.tensor(traj.old_logprobs)[mask], atol=1e-4)
+
+
+def test_eager_attention_samples_what_sdpa_samples(setup):
+    # SDPA gets a boolean mask and eager an additive float one; both must hide the same keys.
+    from agentcredit.agent.protocol import STOP_STRINGS
+    from agentcredit.agent.sampling import StopChecker, TurnSampler
+
+    policy, tokenizer, chat, _ = setup
+    eager = build_tiny_model(tokenizer, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=2,
+                             intermediate_size=128, attn_implementation="eager")
+    eager.load_state_dict(policy.state_dict())
+    prompts = [chat.prompt_ids(QUESTION.text) + list(chat.assistant_header),
+               chat.prompt_ids("Where was Lena Marsh born?") + list(chat.assistant_header)]
+    kw = dict(temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id,
+              stop=StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids))
+    for a, b in zip(sample_all(TurnSampler(policy, **kw), prompts, 8), sample_all(TurnSampler(eager, **kw), prompts, 8)):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
 
 
 def test_continuation_reproduces_prefix_and_environment(setup):

@@ -53,3 +53,59 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(monkeypatch):
     _with_uniforms(monkeypatch, [0.99, 0.0])
     logits = torch.log(torch.tensor([[0.2, 0.5, 0.3], [0.2, 0.5, 0.3]]))
     assert sample_top_p(logits, 0.7, None).tolist() == [2, 1]
+
+
+# ----------------------------------------------------------------------------- prefill groups
+from itertools import combinations  # noqa: E402
+
+from agentcredit.agent.sampling import prefill_groups  # noqa: E402
+
+NO_KEY_COST = 1e12  # key_scale so large that attention width adds nothing to a group's cost
+
+
+def test_a_short_row_is_not_padded_to_a_long_page():
+    # Together: 96 + 2 * 400 = 896 padded-token units; apart: (96 + 10) + (96 + 400) = 602.
+    assert prefill_groups([10, 400], [0, 0], call_tokens=96, key_scale=NO_KEY_COST) == [[1], [0]]
+
+
+def test_rows_of_similar_length_share_one_forward():
+    # Together: 96 + 2 * 110 = 316; apart: (96 + 100) + (96 + 110) = 402.
+    assert prefill_groups([100, 110], [0, 0], call_tokens=96, key_scale=NO_KEY_COST) == [[0, 1]]
+
+
+def test_a_long_cache_is_kept_apart_when_its_keys_cost_more_than_a_call():
+    # Equal lengths 50, caches of 0 and 2000 keys, key_scale 1000:
+    # together: 96 + 2 * 50 * (1 + 2050 / 1000) = 401;
+    # apart: 96 + 50 * (1 + 50 / 1000) = 148.5 and 96 + 50 * (1 + 2050 / 1000) = 248.5, 397 in all.
+    assert prefill_groups([50, 50], [2000, 0], call_tokens=96, key_scale=1000) == [[0], [1]]
+    # A dearer call tips it back: call_tokens 110 gives 415 together against 417 apart.
+    assert prefill_groups([50, 50], [2000, 0], call_tokens=110, key_scale=1000) == [[1, 0]]
+
+
+def test_no_rows_no_forwards():
+    assert prefill_groups([], []) == []
+
+
+def _modelled_cost(groups, lengths, starts, call_tokens, key_scale):
+    total = 0.0
+    for g in groups:
+        longest = max(lengths[i] for i in g)
+        total += call_tokens + len(g) * longest * (1 + (max(starts[i] for i in g) + longest) / key_scale)
+    return total
+
+
+def test_groups_cover_every_row_once_and_are_the_cheapest_cut_of_the_sorted_rows():
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(40):
+        n = int(torch.randint(1, 7, (1,), generator=gen))
+        lengths = torch.randint(1, 500, (n,), generator=gen).tolist()
+        starts = torch.randint(0, 3000, (n,), generator=gen).tolist()
+        groups = prefill_groups(lengths, starts, call_tokens=96, key_scale=2000)
+        assert sorted(i for g in groups for i in g) == list(range(n))
+        # Brute force over every way to cut the rows, sorted by (length, start), into consecutive runs.
+        order = sorted(range(n), key=lambda i: (lengths[i], starts[i]))
+        best = min(
+            _modelled_cost([order[a:b] for a, b in zip((0, *cuts), (*cuts, n))], lengths, starts, 96, 2000)
+            for k in range(n) for cuts in combinations(range(1, n), k)
+        )
+        assert _modelled_cost(groups, lengths, starts, 96, 2000) == pytest.approx(best)

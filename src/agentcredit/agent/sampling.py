@@ -106,6 +106,15 @@ def _forward_kwargs(model) -> tuple[str, bool]:
     return cache_kwarg(model), "logits_to_keep" in inspect.signature(forward).parameters
 
 
+def _mask_dtype(model) -> torch.dtype | None:
+    """None (a boolean mask) for SDPA attention; else the additive mask's float dtype."""
+    base = getattr(model, "get_base_model", lambda: model)()
+    if getattr(getattr(base, "config", None), "_attn_implementation", None) == "sdpa":
+        return None
+    dtype = next(model.parameters()).dtype
+    return dtype if dtype.is_floating_point else torch.float32
+
+
 class SlotCache:
     """KV cache with one slot per row: per layer (S, H_kv, capacity, D) key and value buffers.
 
@@ -121,6 +130,7 @@ class SlotCache:
         self.values: list[torch.Tensor] = []
         self.capacity = 0
         self._slots: torch.Tensor | None = None  # None = every slot, in order
+        self._run: tuple[int, int] | None = None  # the slots as a range lo..hi-1, when consecutive
         self._columns: torch.Tensor | None = None  # (B, N) column of each new token
         self._width = 0
 
@@ -131,6 +141,10 @@ class SlotCache:
             # Grow geometrically so a rollout pays for O(log L) copies, not one per token.
             self._grow(max(self._width, 2 * self.capacity, 64))
         self._slots = slots
+        # A single row or a run of consecutive slots is read as a view of the buffers (no copy).
+        self._run = None
+        if slots is not None and bool((slots[1:] - slots[:-1] == 1).all()):
+            self._run = (int(slots[0]), int(slots[0]) + len(slots))
         self._columns = starts[:, None] + torch.arange(n, device=starts.device)  # (B, N)
         return self._width
 
@@ -155,6 +169,9 @@ class SlotCache:
         values[rows[:, None], :, self._columns] = value_states.transpose(1, 2)
         if self._slots is None:
             return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
+        if self._run is not None:
+            lo, hi = self._run
+            return keys[lo:hi, :, : self._width], values[lo:hi, :, : self._width]
         return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
 
     def keep(self, slots: torch.Tensor) -> None:
@@ -164,11 +181,56 @@ class SlotCache:
         self.num_slots = int(slots.numel())
 
 
-def _mask(starts: torch.Tensor, n: int, width: int, dtype: torch.dtype) -> torch.Tensor:
-    """(B, 1, N, width) additive mask: new token q of a row sees its columns 0..start+q (causal)."""
+PREFILL_CALL_TOKENS = 96
+"""What one extra prefill forward costs, in padded tokens: measured on the tiny model on 2 CPU threads
+(a forward's fixed cost is about that of 96 prefilled tokens). `prefill_groups` splits a prefill into
+several forwards only where the padding that saves costs more than this."""
+
+PREFILL_KEY_SCALE = 2000
+"""Keys at which a prefilled token's attention costs as much as the rest of its forward (tiny model)."""
+
+
+def prefill_groups(lengths: list[int], starts: list[int], call_tokens: float = PREFILL_CALL_TOKENS,
+                   key_scale: float = PREFILL_KEY_SCALE) -> list[list[int]]:
+    """Split rows with `lengths` new tokens after `starts` cached ones into right-padded forwards.
+
+    One forward pads every row to the longest and attends over the widest cache, so a 400-token
+    page prefilled beside a 10-token error message costs 800 padded tokens. Rows are sorted by
+    length and cut into consecutive groups by dynamic programming over the modelled cost of a
+    group, call_tokens + rows * longest * (1 + widest / key_scale). Returns groups of row indices,
+    the longest group first."""
+    if not lengths:
+        return []
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], starts[i]))
+
+    def cost(i: int, j: int) -> float:  # rows order[i:j] in one forward
+        longest = lengths[order[j - 1]]
+        widest = max(starts[k] for k in order[i:j]) + longest
+        return call_tokens + (j - i) * longest * (1 + widest / key_scale)
+
+    best = [0.0] + [float("inf")] * len(order)
+    cut = [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        for i in range(j):
+            total = best[i] + cost(i, j)
+            if total < best[j]:
+                best[j], cut[j] = total, i
+    groups, j = [], len(order)
+    while j:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups
+
+
+def _mask(starts: torch.Tensor, n: int, width: int, dtype: torch.dtype | None) -> torch.Tensor:
+    """(B, 1, N, width) mask: new token q of a row sees its columns 0..start+q (causal).
+
+    dtype None gives a boolean mask (True = attend), which SDPA takes as is; eager attention adds
+    its mask to the scores, so it gets an additive float one."""
     last = starts[:, None] + torch.arange(n, device=starts.device)  # (B, N) column of each query
     allowed = torch.arange(width, device=starts.device)[None, None, :] <= last[:, :, None]  # (B, N, W)
-    # Additive float, not bool: eager attention adds the mask to its scores; sdpa takes either.
+    if dtype is None:
+        return allowed[:, None]
     return torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
 
 
@@ -204,6 +266,7 @@ class TurnSampler:
         self.stop, self.generator = stop, generator
         self.device = next(model.parameters()).device
         self.cache_kw, self.keeps_logits = _forward_kwargs(model)
+        self.mask_dtype = _mask_dtype(model)
         self.rows: dict[Hashable, _Row] = {}
         self.slots: list[_Row | None] = []  # row in each cache slot; None once released
         self.cache: SlotCache | None = None
@@ -244,8 +307,9 @@ class TurnSampler:
         queued = [r for r in self.slots if r is not None and r.queued]
         if any(r.decoding for r in queued) or any(r is not None and not r.queued and not r.decoding for r in self.slots):
             raise RuntimeError("every row whose turn ended needs next_turn or release before the next step")
-        if queued:
-            self._prefill(queued)
+        lengths = [len(r.queued) for r in queued]
+        for group in prefill_groups(lengths, [r.length for r in queued]):
+            self._prefill([queued[i] for i in group])
         ready = [r for r in self.slots if r is not None]
         logits = self.logits
         if len(ready) < len(self.slots):
@@ -276,10 +340,9 @@ class TurnSampler:
         """One model call on (B, N) new tokens whose row caches end at `starts` (B,)."""
         n = ids.shape[1]
         width = self.cache.plan(slots, starts, n)
-        dtype = next(self.model.parameters()).dtype
         return self.model(
             input_ids=ids,
-            attention_mask=_mask(starts, n, width, dtype if dtype.is_floating_point else torch.float32),
+            attention_mask=_mask(starts, n, width, self.mask_dtype),
             position_ids=starts[:, None] + torch.arange(n, device=self.device),  # each row counts its own positions
             use_cache=True,
             **{self.cache_kw: self.cache},
