@@ -37,6 +37,7 @@ class RolloutConfig:
     max_context_tokens: int = 4096
     temperature: float = 1.0
     top_p: float = 1.0
+    lean_forward: bool = True  # sample through agent/lean_forward.py where the architecture allows
 
     def __post_init__(self):
         for name in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens"):
@@ -47,6 +48,8 @@ class RolloutConfig:
                              f"at least two rollouts), got {self.group_size!r}")
         if not 0.0 < float(self.top_p) <= 1.0:
             raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        if not isinstance(self.lean_forward, bool):
+            raise ValueError(f"rollout.lean_forward must be true or false, got {self.lean_forward!r}")
         if float(self.temperature) < 0:
             raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
 
@@ -194,7 +197,7 @@ class RolloutWorker:
     def _run(self, live: list[_Live]) -> list[_Live]:
         finished: list[_Live] = []
         sampler = TurnSampler(self.model, temperature=self.cfg.temperature, top_p=self.cfg.top_p, pad_id=self.pad_id,
-                              stop=self.stop, generator=self.generator)
+                              stop=self.stop, generator=self.generator, use_lean_forward=self.cfg.lean_forward)
         for item in live:
             max_new = self._open_turn(item)
             if max_new:
