@@ -80,7 +80,9 @@ def test_unsupported_models_say_why_and_the_sampler_calls_the_model(tokenizer):
     biased.config.attention_bias = True
     assert "attention_bias" in lean_forward_unsupported(biased)
     training = _model(tokenizer, "qwen3").train()
-    assert "eval mode" in lean_forward_unsupported(training)
+    assert lean_forward_unsupported(training) is None  # no dropout: training mode changes nothing
+    training.config.attention_dropout = 0.1
+    assert "attention dropout" in lean_forward_unsupported(training)
     wrapped = get_peft_model(_model(tokenizer, "llama"), LoraConfig(r=2, target_modules=["q_proj"]))
     assert "not one of" in lean_forward_unsupported(wrapped)
     with pytest.raises(ValueError, match="lean forward unsupported"):

@@ -33,7 +33,7 @@ def lean_forward_unsupported(model) -> str | None:
         "no sliding window": not getattr(cfg, "use_sliding_window", False),
         "full attention layers": all(t == "full_attention" for t in (getattr(cfg, "layer_types", None) or [])),
         "no hooks": not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()),
-        "eval mode": not model.training,
+        "eval mode or no attention dropout": not model.training or not getattr(cfg, "attention_dropout", 0.0),
     }
     failed = [k for k, ok in checks.items() if not ok]
     return f"{name} config needs {', '.join(failed)}" if failed else None
