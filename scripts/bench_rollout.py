@@ -10,7 +10,9 @@ each row's own length: the batch runs as many steps as its longest trajectory sa
 suppressed), which is what `generate` does when rows stop at different points, and its useful
 tokens are the ones the rollouts sampled. `ratio_mean_length` compares against a run where
 every row generates the mean length instead (no straggler: a harder baseline). Every figure is
-measured in this run, one after the other.
+measured in this run: `--repeats` times (default 3) the rollout and then the plain runs, with
+the same seed each time, and each figure is the median over the repeats (`ratios` lists them),
+which keeps the load of a shared machine from deciding the figure.
 
 The rollout's wall time is also split into decode forwards (`decode_s`), observation prefill
 (`prefill_s`, `prefill_tokens`), tool work (`tools_s`: query embedding, environment steps,
@@ -19,6 +21,7 @@ observation encoding) and the rest (`other_s`: sampling, stop checks, bookkeepin
 
 import argparse
 import json
+import statistics
 import time
 from collections import Counter
 
@@ -60,8 +63,12 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rollout and plain runs, interleaved; figures are medians over the repeats")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     torch.set_num_threads(args.threads)
     cfg = compose_config([f"model={args.model}", *args.overrides])
     components = build_components(cfg)
@@ -74,13 +81,59 @@ def main() -> None:
 
     parts: Counter = Counter()
     time_parts(parts)
-    start = time.perf_counter()
-    groups = worker.rollout(questions, group_size=args.group)
-    rollout_s = time.perf_counter() - start
-    trajectories = [t for g in groups for t in g]
-    generated = sum(t.num_policy_tokens for t in trajectories)
+    embedder = getattr(getattr(components.env_factory(), "retriever", None), "embedder", None)
+    runs = []
+    for _ in range(args.repeats):
+        # Same seed every repeat: the same trajectories, so every repeat times the same work, and
+        # no repeat finds its search queries already embedded by an earlier one.
+        worker.generator = torch.Generator().manual_seed(args.seed)
+        if embedder is not None:
+            embedder.clear_query_cache()
+        parts.clear()
+        start = time.perf_counter()
+        groups = worker.rollout(questions, group_size=args.group)
+        rollout_s = time.perf_counter() - start
+        trajectories = [t for g in groups for t in g]
+        plain_s, plain_mean_s = plain_generate_seconds(model, components, trajectories, rollout_cfg, args.seed)
+        runs.append({"rollout_s": rollout_s, "plain_s": plain_s, "plain_mean_length_s": plain_mean_s, **parts})
 
-    # Plain generation on the same batch: all trajectories at once, left-padded prompts.
+    generated = sum(t.num_policy_tokens for t in trajectories)
+    longest = max(t.num_policy_tokens for t in trajectories)
+    mean_tokens = max(1, round(generated / len(trajectories)))
+    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    ratios = [run["plain_s"] / run["rollout_s"] for run in runs]  # equal tokens: the speed ratio is the time ratio
+    mean_ratios = [run["plain_mean_length_s"] * generated / (mean_tokens * len(trajectories)) / run["rollout_s"]
+                   for run in runs]
+    print(json.dumps({
+        "model": args.model,
+        "rollouts": len(trajectories),
+        "generated_tokens": generated,
+        "tokens_per_s": round(generated / median["rollout_s"], 1),
+        "plain_generate_tokens_per_s": round(generated / median["plain_s"], 1),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratios": [round(r, 3) for r in ratios],
+        "ratio_mean_length": round(statistics.median(mean_ratios), 3),
+        "longest_trajectory_tokens": longest,
+        "mean_trajectory_tokens": mean_tokens,
+        "mean_tool_calls": round(sum(t.num_tool_turns for t in trajectories) / len(trajectories), 2),
+        "repeats": args.repeats,
+        "rollout_s": round(median["rollout_s"], 2),
+        "plain_s": round(median["plain_s"], 2),
+        "plain_mean_length_s": round(median["plain_mean_length_s"], 2),
+        # Where the rollout's time went (the rest: sampling, stop checks, bookkeeping), medians.
+        "decode_s": round(median["decode_s"], 3),
+        "decode_forwards": int(median["decode_forwards"]),
+        "prefill_s": round(median["prefill_s"], 3),
+        "prefill_tokens": int(median["prefill_tokens"]),
+        "tools_s": round(median["tools_s"], 3),
+        "other_s": round(statistics.median(
+            run["rollout_s"] - run["decode_s"] - run["prefill_s"] - run["tools_s"] for run in runs), 3),
+    }), flush=True)
+
+
+def plain_generate_seconds(model, components, trajectories, rollout_cfg, seed: int) -> tuple[float, float]:
+    """Wall time of `model.generate` on the trajectories' prompts (left-padded, one batch), for the
+    longest trajectory's length and for the mean length."""
     tok = components.tokenizer
     prompts = [t.input_ids[: t.boundaries[0]] + list(components.chat.assistant_header) for t in trajectories]
     width = max(len(p) for p in prompts)
@@ -88,8 +141,8 @@ def main() -> None:
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
     mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
 
-    def plain_seconds(new_tokens: int) -> float:
-        torch.manual_seed(args.seed)
+    def seconds(new_tokens: int) -> float:
+        torch.manual_seed(seed)
         start = time.perf_counter()
         with torch.no_grad():
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
@@ -98,36 +151,9 @@ def main() -> None:
 
     # Same lengths: the batch runs until its longest row is done, and the useful tokens are each
     # row's own count (a row that stopped early only pads, as in `generate` with per-row EOS).
+    generated = sum(t.num_policy_tokens for t in trajectories)
     longest = max(t.num_policy_tokens for t in trajectories)
-    plain_s = plain_seconds(longest)
-    plain_tps = generated / plain_s
-    mean_tokens = max(1, round(generated / len(trajectories)))
-    plain_mean_s = plain_seconds(mean_tokens)
-    plain_mean_tps = mean_tokens * len(trajectories) / plain_mean_s
-
-    rollout_tps = generated / rollout_s
-    print(json.dumps({
-        "model": args.model,
-        "rollouts": len(trajectories),
-        "generated_tokens": generated,
-        "tokens_per_s": round(rollout_tps, 1),
-        "plain_generate_tokens_per_s": round(plain_tps, 1),
-        "ratio": round(rollout_tps / plain_tps, 3),
-        "ratio_mean_length": round(rollout_tps / plain_mean_tps, 3),
-        "longest_trajectory_tokens": longest,
-        "mean_trajectory_tokens": mean_tokens,
-        "mean_tool_calls": round(sum(t.num_tool_turns for t in trajectories) / len(trajectories), 2),
-        "rollout_s": round(rollout_s, 2),
-        "plain_s": round(plain_s, 2),
-        "plain_mean_length_s": round(plain_mean_s, 2),
-        # Where the rollout's time went (the rest: sampling, stop checks, bookkeeping).
-        "decode_s": round(parts["decode_s"], 3),
-        "decode_forwards": parts["decode_forwards"],
-        "prefill_s": round(parts["prefill_s"], 3),
-        "prefill_tokens": parts["prefill_tokens"],
-        "tools_s": round(parts["tools_s"], 3),
-        "other_s": round(rollout_s - parts["decode_s"] - parts["prefill_s"] - parts["tools_s"], 3),
-    }), flush=True)
+    return seconds(longest), seconds(max(1, round(generated / len(trajectories))))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ def test_attention_read_in_runs_of_rows_equals_one_read(tokenizer):
         starts = torch.tensor(lengths)
         width = cache.plan(None, starts, 1)
         ids = torch.tensor([[5], [6], [7]])
-        outputs.append(lean(ids, starts[:, None], _mask(starts, 1, width, None), cache, row_chunks=chunks))
+        reads = None if chunks is None else [(lo, hi, lo, w) for lo, hi, w in chunks]
+        outputs.append(lean(ids, starts[:, None], _mask(starts, 1, width, None), cache, reads=reads))
     assert torch.allclose(outputs[0], outputs[1], atol=1e-6)
 
 

@@ -145,8 +145,8 @@ def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, le
     lean_calls = []
     lean_call = LeanForward.__call__
     monkeypatch.setattr(LeanForward, "__call__", lambda self, *a, **kw: lean_calls.append(kw) or lean_call(self, *a, **kw))
-    chunks = sampling.decode_chunks  # free calls: every decode reads its slots in runs wherever that saves keys
-    monkeypatch.setattr(sampling, "decode_chunks", lambda keys: chunks(keys, call_keys=0))
+    chunks, decode_runs = sampling.decode_chunks, []  # free calls: decodes read their slots in runs wherever that saves keys
+    monkeypatch.setattr(sampling, "decode_chunks", lambda keys: decode_runs.append(out := chunks(keys, call_keys=0)) or out)
     policy = setup[0]
     worker = make_worker(setup, lean_forward=lean)
     # Several rows of different lengths and turn counts: each row's slot cache, compaction after
@@ -155,7 +155,7 @@ def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, le
     short = Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")
     groups = worker.rollout([QUESTION, short], group_size=3)  # prompts of two lengths
     # The lean forward ran, and some decode read its slots in more than one run.
-    assert bool(lean_calls) == lean and (not lean or any(len(kw["row_chunks"] or []) > 1 for kw in lean_calls))
+    assert bool(lean_calls) == lean and (not lean or any(len(runs) > 1 for runs in decode_runs))
     if grouping is _one_prefill_forward:
         assert any(len(rows) > 1 for forwards in split for rows in forwards)
     if grouping is _prefill_forward_per_row:

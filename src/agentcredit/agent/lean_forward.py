@@ -52,11 +52,12 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class LeanForward:
-    """forward(ids, position_ids, mask, cache, keep) -> logits, for a supported model (see module doc).
+    """forward(ids, position_ids, mask, cache, keep, reads) -> logits, for a supported model (see module doc).
 
     ids and position_ids are (B, N); mask is the (B, 1, N, W) boolean mask (True = attend) over the
-    keys `cache.update` returns; keep is None (logits at every position) or the positions whose
-    logits are wanted. Returns (B, N or len(keep), V) logits in the model's dtype."""
+    keys `cache.update` returns, or with `reads` over each row's slot (see _attend); keep is None
+    (logits at every position) or the positions whose logits are wanted. Returns (B, N or
+    len(keep), V) logits in the model's dtype."""
 
     def __init__(self, model):
         reason = lean_forward_unsupported(model)
@@ -73,7 +74,7 @@ class LeanForward:
 
     @torch.no_grad()
     def __call__(self, ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor, cache,
-                 keep: torch.Tensor | None = None, row_chunks: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+                 keep: torch.Tensor | None = None, reads: list[tuple[int, int, int, int]] | None = None) -> torch.Tensor:
         b, n = ids.shape
         x = self.embed(ids)  # (B, N, C)
         cos, sin = self.rotary(x, position_ids)  # (B, N, D) each
@@ -87,7 +88,8 @@ class LeanForward:
             if hasattr(attn, "k_norm"):  # Qwen3 normalises each head's queries and keys before RoPE
                 k = _rms_norm(k, attn.k_norm)
             k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H_kv, N, D)
-            keys, values = cache.update(k * cos + _rotate_half(k) * sin, v, index)
+            k = k * cos + _rotate_half(k) * sin
+            keys, values = cache.update(k, v, index) if reads is None else cache.write(k, v, index)
             if index == last and keep is not None:
                 # The last layer's outputs feed only the kept logits; every position's keys and
                 # values are cached above, so the rest of the layer runs on the kept positions only.
@@ -100,7 +102,7 @@ class LeanForward:
             if hasattr(attn, "q_norm"):
                 q = _rms_norm(q, attn.q_norm)
             q = q.transpose(1, 2)
-            out = self._attend(q * q_cos + _rotate_half(q) * q_sin, keys, values, mask, row_chunks)
+            out = self._attend(q * q_cos + _rotate_half(q) * q_sin, keys, values, mask, reads)
             x = x + F.linear(out.transpose(1, 2).reshape(b, h.shape[1], -1), attn.o_proj.weight)
             mlp = layer.mlp
             h = _rms_norm(x, layer.post_attention_layernorm)
@@ -110,14 +112,17 @@ class LeanForward:
             x = x[:, keep]
         return F.linear(_rms_norm(x, self.norm), self.model.lm_head.weight)
 
-    def _attend(self, q, keys, values, mask, row_chunks):
-        """SDPA over all rows, or per run of rows (lo, hi, width) reading only its first `width` keys
-        (the mask hides every key past a row's own length, so the result is the same)."""
+    def _attend(self, q, keys, values, mask, reads):
+        """SDPA of every row over the keys cache.update returned, or, with `reads`, of rows
+        [lo, hi) over slots [slot, slot + hi - lo) of the whole buffers cache.write returned, up to
+        `width` keys (the mask hides every key past a row's own length, so nothing changes)."""
         gqa = self.num_kv_heads != self.num_heads
-        if row_chunks is None:
+        if reads is None:
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scaling, enable_gqa=gqa)
-        return torch.cat([
-            F.scaled_dot_product_attention(q[lo:hi], keys[lo:hi, :, :width], values[lo:hi, :, :width],
+        parts = [
+            F.scaled_dot_product_attention(q[lo:hi], keys[slot : slot + hi - lo, :, :width],
+                                           values[slot : slot + hi - lo, :, :width],
                                            attn_mask=mask[lo:hi, :, :, :width], scale=self.scaling, enable_gqa=gqa)
-            for lo, hi, width in row_chunks
-        ])
+            for lo, hi, slot, width in reads
+        ]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)

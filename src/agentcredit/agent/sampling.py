@@ -165,6 +165,18 @@ class SlotCache:
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
         """Store (B, H_kv, N, D) new keys/values; return (B, H_kv, width, D) keys/values to attend to."""
+        keys, values = self.write(key_states, value_states, layer_idx)
+        if self._slots is None:
+            return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
+        if self._run is not None:
+            lo, hi = self._run
+            return keys[lo:hi, :, : self._width], values[lo:hi, :, : self._width]
+        rows = self._slots
+        return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
+
+    def write(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int):
+        """Store (B, H_kv, N, D) new keys/values at the planned columns; returns the layer's whole
+        (S, H_kv, capacity, D) key and value buffers, for callers that read their rows themselves."""
         if layer_idx == len(self.keys):  # first forward: buffers take the model's head shape and dtype
             shape = (self.num_slots, key_states.shape[1], self.capacity, key_states.shape[3])
             self.keys.append(key_states.new_zeros(shape))
@@ -174,12 +186,7 @@ class SlotCache:
         # Advanced indices on dims 0 and 2 put (B, N) first: the target view is (B, N, H_kv, D).
         keys[rows[:, None], :, self._columns] = key_states.transpose(1, 2)
         values[rows[:, None], :, self._columns] = value_states.transpose(1, 2)
-        if self._slots is None:
-            return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
-        if self._run is not None:
-            lo, hi = self._run
-            return keys[lo:hi, :, : self._width], values[lo:hi, :, : self._width]
-        return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
+        return keys, values
 
     def keep(self, slots: torch.Tensor) -> None:
         """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order."""
@@ -387,9 +394,15 @@ class TurnSampler:
         mask = _mask(starts, n, width, self.mask_dtype)
         positions = starts[:, None] + torch.arange(n, device=self.device)  # each row counts its own positions
         if self.lean is not None:
-            # A decode over every slot reads each run of slots only up to its own longest row.
-            chunks = decode_chunks([s + n for s in starts.tolist()]) if slots is None and n == 1 else None
-            return self.lean(ids, positions, mask, self.cache, keep, row_chunks=chunks)
+            # Attention reads each row's keys straight from its slot, only as far as it needs: a
+            # decode reads each run of slots up to its own longest row, a prefill each row up to
+            # its own length (no copy of the rows' caches, no padding to the widest).
+            widths = (starts + n).tolist()
+            if slots is None:
+                reads = [(lo, hi, lo, width) for lo, hi, width in decode_chunks(widths)]
+            else:
+                reads = [(i, i + 1, slot, width) for i, (slot, width) in enumerate(zip(slots.tolist(), widths))]
+            return self.lean(ids, positions, mask, self.cache, keep, reads=reads)
         kwargs = {} if keep is None else {"logits_to_keep": keep}
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                           **{self.cache_kw: self.cache}, **kwargs).logits

@@ -102,6 +102,11 @@ class Embedder:
             while len(self._queries) > self.query_cache_size:
                 self._queries.popitem(last=False)
 
+    def clear_query_cache(self) -> None:
+        """Forget every cached query vector (benchmarks time query embedding from cold)."""
+        with self._lock:
+            self._queries.clear()
+
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """(N, D) query vectors, bit-identical to what embed_query gives for each text, without
         touching the cache (for fixed query tables such as a retriever's page titles)."""
