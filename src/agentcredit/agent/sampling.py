@@ -158,9 +158,7 @@ class SlotCache:
     def _grow(self, capacity: int) -> None:
         for buffers in (self.keys, self.values):
             for i, old in enumerate(buffers):
-                new = old.new_zeros((*old.shape[:2], capacity, old.shape[3]))
-                new[:, :, : self.capacity] = old
-                buffers[i] = new
+                buffers[i] = _copied(old, None, self.capacity, capacity)
         self.capacity = capacity
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
@@ -188,21 +186,45 @@ class SlotCache:
         values[rows[:, None], :, self._columns] = value_states.transpose(1, 2)
         return keys, values
 
-    def keep(self, slots: torch.Tensor) -> None:
-        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order."""
-        self.keys = [k.index_select(0, slots) for k in self.keys]
-        self.values = [v.index_select(0, slots) for v in self.values]
+    def keep(self, slots: torch.Tensor, used: int | None = None) -> None:
+        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order.
+        used: how many columns any kept slot holds (only those are copied; None = all)."""
+        used = self.capacity if used is None else min(used, self.capacity)
+        self.keys = [_copied(k, slots, used, self.capacity) for k in self.keys]
+        self.values = [_copied(v, slots, used, self.capacity) for v in self.values]
         self.num_slots = int(slots.numel())
 
 
-def cheapest_runs(n: int, run_cost) -> list[tuple[int, int]]:
-    """Cut items 0..n-1 into consecutive runs [i, j) with the least total run_cost(i, j), by dynamic
-    programming over every cut (O(n^2) run_cost calls; n is a batch, a few dozen rows)."""
+def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacity: int) -> torch.Tensor:
+    """A (len(slots) or S, H, capacity, D) buffer holding columns :used of `slots` (None = all) of
+    `buffer`, zero past them. Zero, not uninitialised: a masked key still goes through the
+    attention arithmetic, and a stray NaN there would survive the mask."""
+    rows = buffer.shape[0] if slots is None else len(slots)
+    new = buffer.new_empty((rows, buffer.shape[1], capacity, buffer.shape[3]))
+    head = buffer[:, :, :used]
+    new[:, :, :used] = head if slots is None else head.index_select(0, slots)
+    new[:, :, used:].zero_()
+    return new
+
+
+def cheapest_runs(values: list[float], call: float, base: list[float], slope: list[float]) -> list[tuple[int, int]]:
+    """Cut items 0..n-1 into consecutive runs [i, j) with the least total cost, by dynamic
+    programming over every cut, where a run costs
+
+        call + (j - i) * (base[j - 1] + slope[j - 1] * max(values[i:j])):
+
+    a fixed cost per run plus, per row, a cost set by the run's last item and its largest value.
+    Cut points are scanned right to left so the maximum is a running one: O(n^2) plain steps,
+    no calls (n is a batch, a few dozen rows, and this runs at every decode step)."""
+    n = len(values)
     best = [0.0] + [float("inf")] * n
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
-        for i in range(j):
-            total = best[i] + run_cost(i, j)
+        peak, b, m = values[j - 1], base[j - 1], slope[j - 1]
+        for i in range(j - 1, -1, -1):
+            if values[i] > peak:
+                peak = values[i]
+            total = best[i] + call + (j - i) * (b + m * peak)
             if total < best[j]:
                 best[j], cut[j] = total, i
     runs, j = [], n
@@ -210,18 +232,6 @@ def cheapest_runs(n: int, run_cost) -> list[tuple[int, int]]:
         runs.append((cut[j], j))
         j = cut[j]
     return runs[::-1]
-
-
-def range_max(values: list[int]) -> list[list[int]]:
-    """peak[i][j - i - 1] = max(values[i:j]) for every run, so a run's cost is O(1) in cheapest_runs."""
-    peak = []
-    for i in range(len(values)):
-        row, top = [], values[i]
-        for v in values[i:]:
-            top = max(top, v)
-            row.append(top)
-        peak.append(row)
-    return peak
 
 
 PREFILL_CALL_TOKENS = 96
@@ -243,13 +253,12 @@ def prefill_groups(lengths: list[int], starts: list[int], call_tokens: float = P
     call_tokens + rows * longest * (1 + widest / key_scale). Returns groups of row indices, the
     longest group first."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], starts[i]))
-    widest = range_max([starts[i] for i in order])
-
-    def cost(i: int, j: int) -> float:  # rows order[i:j] in one forward
-        longest = lengths[order[j - 1]]
-        return call_tokens + (j - i) * longest * (1 + (widest[i][j - i - 1] + longest) / key_scale)
-
-    return [order[i:j] for i, j in reversed(cheapest_runs(len(order), cost))]
+    longest = [lengths[i] for i in order]  # a run's longest row is its last
+    # Per row: longest * (1 + (widest start + longest) / key_scale), split into base + slope * widest start.
+    base = [n * (1 + n / key_scale) for n in longest]
+    slope = [n / key_scale for n in longest]
+    runs = cheapest_runs([starts[i] for i in order], call_tokens, base, slope)
+    return [order[i:j] for i, j in reversed(runs)]
 
 
 DECODE_CALL_KEYS = 256
@@ -264,9 +273,8 @@ def decode_chunks(keys: list[int], call_keys: float = DECODE_CALL_KEYS) -> list[
     to the longest row: about 60% of that is padding in a tiny-model rollout. Cutting the slots
     into runs, each read up to its own longest row, at call_keys per extra call, saves a third of
     it (measured on a recorded rollout), without reordering the cache."""
-    peak = range_max(keys)
-    runs = cheapest_runs(len(keys), lambda i, j: call_keys + (j - i) * peak[i][j - i - 1])
-    return [(i, j, peak[i][j - i - 1]) for i, j in runs]
+    runs = cheapest_runs(keys, call_keys, [0.0] * len(keys), [1.0] * len(keys))
+    return [(i, j, max(keys[i:j])) for i, j in runs]
 
 
 def _mask(starts: torch.Tensor, n: int, width: int, dtype: torch.dtype | None) -> torch.Tensor:
@@ -440,7 +448,7 @@ class TurnSampler:
         """Drop released slots so the decode batch is only as wide as the rows still running."""
         kept = [r for r in self.slots if r is not None]
         index = torch.tensor([r.slot for r in kept], device=self.device)
-        self.cache.keep(index)
+        self.cache.keep(index, used=max(r.length for r in kept))  # columns past every length are never read
         self.logits = self.logits.index_select(0, index) if self.logits is not None else None
         for slot, r in enumerate(kept):
             r.slot = slot
