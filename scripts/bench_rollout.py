@@ -11,8 +11,8 @@ suppressed), which is what `generate` does when rows stop at different points, a
 tokens are the ones the rollouts sampled. `ratio_mean_length` compares against a run where
 every row generates the mean length instead (no straggler: a harder baseline). Every figure is
 measured in this run: `--repeats` times (default 3) the rollout and then the plain runs, with
-the same seed each time, and each figure is the median over the repeats (`ratios` lists them),
-which keeps the load of a shared machine from deciding the figure.
+the same seed each time; every figure comes from the repeat with the median ratio (`ratios` lists
+all of them), which keeps the load of a shared machine from deciding the figure.
 
 The rollout's wall time is also split into decode forwards (`decode_s`), observation prefill
 (`prefill_s`, `prefill_tokens`), tool work (`tools_s`: query embedding, environment steps,
@@ -21,7 +21,6 @@ observation encoding) and the rest (`other_s`: sampling, stop checks, bookkeepin
 
 import argparse
 import json
-import statistics
 import time
 from collections import Counter
 
@@ -64,7 +63,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3,
-                        help="rollout and plain runs, interleaved; figures are medians over the repeats")
+                        help="rollout and plain runs, interleaved; figures come from the median-ratio repeat")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -100,19 +99,20 @@ def main() -> None:
     generated = sum(t.num_policy_tokens for t in trajectories)
     longest = max(t.num_policy_tokens for t in trajectories)
     mean_tokens = max(1, round(generated / len(trajectories)))
-    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    ratios = [run["plain_s"] / run["rollout_s"] for run in runs]  # equal tokens: the speed ratio is the time ratio
-    mean_ratios = [run["plain_mean_length_s"] * generated / (mean_tokens * len(trajectories)) / run["rollout_s"]
-                   for run in runs]
+    for run in runs:  # equal tokens on both sides: the speed ratio is the time ratio
+        run["ratio"] = run["plain_s"] / run["rollout_s"]
+        run["ratio_mean_length"] = run["plain_mean_length_s"] * generated / (mean_tokens * len(trajectories)) / run["rollout_s"]
+    # Every figure comes from one repeat, the one with the median ratio (the lower one of two middles).
+    median = sorted(runs, key=lambda run: run["ratio"])[(len(runs) - 1) // 2]
     print(json.dumps({
         "model": args.model,
         "rollouts": len(trajectories),
         "generated_tokens": generated,
         "tokens_per_s": round(generated / median["rollout_s"], 1),
         "plain_generate_tokens_per_s": round(generated / median["plain_s"], 1),
-        "ratio": round(statistics.median(ratios), 3),
-        "ratios": [round(r, 3) for r in ratios],
-        "ratio_mean_length": round(statistics.median(mean_ratios), 3),
+        "ratio": round(median["ratio"], 3),
+        "ratios": [round(run["ratio"], 3) for run in runs],
+        "ratio_mean_length": round(median["ratio_mean_length"], 3),
         "longest_trajectory_tokens": longest,
         "mean_trajectory_tokens": mean_tokens,
         "mean_tool_calls": round(sum(t.num_tool_turns for t in trajectories) / len(trajectories), 2),
@@ -120,14 +120,13 @@ def main() -> None:
         "rollout_s": round(median["rollout_s"], 2),
         "plain_s": round(median["plain_s"], 2),
         "plain_mean_length_s": round(median["plain_mean_length_s"], 2),
-        # Where the rollout's time went (the rest: sampling, stop checks, bookkeeping), medians.
+        # Where that rollout's time went (the rest: sampling, stop checks, bookkeeping).
         "decode_s": round(median["decode_s"], 3),
-        "decode_forwards": int(median["decode_forwards"]),
+        "decode_forwards": median["decode_forwards"],
         "prefill_s": round(median["prefill_s"], 3),
-        "prefill_tokens": int(median["prefill_tokens"]),
+        "prefill_tokens": median["prefill_tokens"],
         "tools_s": round(median["tools_s"], 3),
-        "other_s": round(statistics.median(
-            run["rollout_s"] - run["decode_s"] - run["prefill_s"] - run["tools_s"] for run in runs), 3),
+        "other_s": round(median["rollout_s"] - median["decode_s"] - median["prefill_s"] - median["tools_s"], 3),
     }), flush=True)
 
 

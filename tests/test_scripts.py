@@ -34,9 +34,12 @@ def test_eval_policy_prints_success_and_format():
 
 
 def test_bench_rollout_prints_both_rates_from_one_run():
-    out = run_json("scripts/bench_rollout.py", "--questions", "1", "--group", "2", "--threads", "1", "--", *TINY_MODEL)
+    out = run_json("scripts/bench_rollout.py", "--questions", "1", "--group", "2", "--threads", "1", "--repeats", "2",
+                   "--", *TINY_MODEL)
     assert {"model", "rollouts", "generated_tokens", "tokens_per_s", "plain_generate_tokens_per_s", "ratio"} <= out.keys()
-    assert out["rollouts"] == 2
+    assert out["rollouts"] == 2 and out["repeats"] == 2
+    # Of two repeats, the figures are the lower ratio's.
+    assert len(out["ratios"]) == 2 and abs(out["ratio"] - min(out["ratios"])) < 1e-9
     assert abs(out["ratio"] - out["tokens_per_s"] / out["plain_generate_tokens_per_s"]) < 0.01
     # Per-row lengths: the plain batch runs as long as the longest rollout, never shorter than the mean.
     assert out["longest_trajectory_tokens"] >= out["mean_trajectory_tokens"] >= 1
