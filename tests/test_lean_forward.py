@@ -86,6 +86,12 @@ def test_unsupported_models_say_why_and_the_sampler_calls_the_model(tokenizer):
     assert "attention dropout" in lean_forward_unsupported(training)
     wrapped = get_peft_model(_model(tokenizer, "llama"), LoraConfig(r=2, target_modules=["q_proj"]))
     assert "not one of" in lean_forward_unsupported(wrapped)
+    wrapped_layer = _model(tokenizer, "llama")
+    wrapped_layer.model.layers[0] = torch.nn.Sequential(wrapped_layer.model.layers[0])  # as a sharding wrapper would
+    assert "unwrapped decoder layers" in lean_forward_unsupported(wrapped_layer)
+    freed = _model(tokenizer, "llama")
+    freed.model.layers[1].mlp.up_proj.weight.data = torch.empty(0)  # as a shard freed outside its forward
+    assert "unsharded weights" in lean_forward_unsupported(freed)
     with pytest.raises(ValueError, match="lean forward unsupported"):
         LeanForward(biased)
     sampler = TurnSampler(wrapped, temperature=1.0, top_p=1.0, pad_id=0, stop=None)

@@ -33,6 +33,10 @@ def lean_forward_unsupported(model) -> str | None:
         "no sliding window": not getattr(cfg, "use_sliding_window", False),
         "full attention layers": all(t == "full_attention" for t in (getattr(cfg, "layer_types", None) or [])),
         "no hooks": not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()),
+        # Sharded or wrapped layers (FSDP, DeepSpeed) gather their weights in their own forward,
+        # which this one would skip: only plain, unwrapped layers with whole weights qualify.
+        "unwrapped decoder layers": all(type(layer).__name__.endswith("DecoderLayer") for layer in model.model.layers),
+        "whole, unsharded weights": all(type(p.data) is torch.Tensor and p.numel() > 0 for p in model.parameters()),
         "eval mode or no attention dropout": not model.training or not getattr(cfg, "attention_dropout", 0.0),
     }
     failed = [k for k, ok in checks.items() if not ok]
