@@ -14,9 +14,11 @@ measured in this run: `--repeats` times (default 3) the rollout and then the pla
 the same seed each time; every figure comes from the repeat with the median ratio (`ratios` lists
 all of them), which keeps the load of a shared machine from deciding the figure.
 
-The rollout's wall time is also split into decode forwards (`decode_s`), observation prefill
-(`prefill_s`, `prefill_tokens`), tool work (`tools_s`: query embedding, environment steps,
-observation encoding) and the rest (`other_s`: sampling, stop checks, bookkeeping).
+The rollout's wall time is also split into model forwards (`forward_s`, `forwards`; with the
+lean forward one forward per step serves both the decoding rows and the observation prefill of
+the rows back from their tools, `prefill_tokens` of them), tool work (`tools_s`: query
+embedding, environment steps, observation encoding) and the rest (`other_s`: sampling, stop
+checks, bookkeeping).
 """
 
 import argparse
@@ -33,15 +35,15 @@ from agentcredit.agent.sampling import TurnSampler
 
 
 def time_parts(totals: Counter) -> None:
-    """Add the wall time of the rollout's parts to `totals` as they run: decode forwards, observation
-    prefill forwards (and their token count) and tool work (query embedding, environment steps,
-    observation encoding). The rest is sampling, stop checks and bookkeeping."""
-    def timed(cls, name, part, count=None):
+    """Add the wall time of the rollout's parts to `totals` as they run: model forwards (and how
+    many, and the observation and template tokens they prefill) and tool work (query embedding,
+    environment steps, observation encoding). The rest is sampling, stop checks and bookkeeping."""
+    def timed(cls, name, part, counts=()):
         original = getattr(cls, name)
 
         def wrapper(self, *args, **kwargs):
-            if count is not None:  # before the call: a prefill empties its rows' queues
-                totals[count[0]] += count[1](*args)
+            for key, count in counts:  # before the call: a prefill empties its rows' queues
+                totals[key] += count(*args)
             start = time.perf_counter()
             try:
                 return original(self, *args, **kwargs)
@@ -49,8 +51,13 @@ def time_parts(totals: Counter) -> None:
                 totals[part + "_s"] += time.perf_counter() - start
         setattr(cls, name, wrapper)
 
-    timed(TurnSampler, "_decode", "decode", ("decode_forwards", lambda feed: 1))
-    timed(TurnSampler, "_prefill", "prefill", ("prefill_tokens", lambda rows: sum(len(r.queued) for r in rows)))
+    def queued_tokens(rows):
+        return sum(len(r.queued) for r in rows)
+
+    timed(TurnSampler, "_decode", "forward", [("forwards", lambda feed: 1)])
+    timed(TurnSampler, "_prefill", "forward", [("forwards", lambda rows: 1), ("prefill_tokens", queued_tokens)])
+    timed(TurnSampler, "_packed", "forward", [("forwards", lambda decoding, queued: 1),
+                                              ("prefill_tokens", lambda decoding, queued: queued_tokens(queued))])
     timed(RolloutWorker, "_prefetch_tools", "tools")
     timed(RolloutWorker, "_step", "tools")
 
@@ -121,12 +128,11 @@ def main() -> None:
         "plain_s": round(median["plain_s"], 2),
         "plain_mean_length_s": round(median["plain_mean_length_s"], 2),
         # Where that rollout's time went (the rest: sampling, stop checks, bookkeeping).
-        "decode_s": round(median["decode_s"], 3),
-        "decode_forwards": median["decode_forwards"],
-        "prefill_s": round(median["prefill_s"], 3),
+        "forward_s": round(median["forward_s"], 3),
+        "forwards": median["forwards"],
         "prefill_tokens": median["prefill_tokens"],
         "tools_s": round(median["tools_s"], 3),
-        "other_s": round(median["rollout_s"] - median["decode_s"] - median["prefill_s"] - median["tools_s"], 3),
+        "other_s": round(median["rollout_s"] - median["forward_s"] - median["tools_s"], 3),
     }), flush=True)
 
 

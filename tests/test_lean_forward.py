@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from agentcredit.agent.lean_forward import LeanForward, lean_forward_unsupported
-from agentcredit.agent.sampling import SlotCache, TurnSampler, _mask, decode_chunks
+from agentcredit.agent.lean_forward import LeanForward, PackedBatch, lean_forward_unsupported
+from agentcredit.agent.sampling import SlotCache, TurnSampler, decode_chunks
 from agentcredit.models.tiny import build_tiny_model
 from agentcredit.models.tokenizer import build_tiny_tokenizer
 
@@ -22,55 +22,71 @@ def _model(tokenizer, architecture, **kw):
                             num_kv_heads=2, intermediate_size=128, seed=1, **kw).eval()
 
 
-def _two_forwards(model, forward):
-    """A prefill of rows with different cache offsets, then a decode step: logits of both, and the cache."""
-    cache = SlotCache(2)
-    gen = torch.Generator().manual_seed(0)
-    logits = []
-    for starts, n, keep in (([0, 0], 9, None), ([9, 9], 5, torch.tensor([2, 4])), ([14, 14], 1, None)):
-        starts = torch.tensor(starts)
-        ids = torch.randint(0, model.config.vocab_size, (2, n), generator=gen)
-        width = cache.plan(None, starts, n)
-        logits.append(forward(ids, starts[:, None] + torch.arange(n), _mask(starts, n, width, None), cache, keep))
-    return logits, cache
+def _batch(decoding: dict[int, tuple[int, int]], prefill: list[tuple[int, list[int], int]], num_slots: int,
+           runs=None) -> PackedBatch:
+    """decoding: slot -> (token, cached tokens); prefill: (slot, tokens, cached tokens)."""
+    ids, positions, written, slots, columns, keys = [], [], [], [], [], []
+    if decoding:
+        for slot in range(num_slots):
+            token, cached = decoding.get(slot, (0, None))
+            ids.append(token)
+            positions.append(cached or 0)
+            keys.append(1 if cached is None else cached + 1)
+            if cached is not None:
+                written.append(slot), slots.append(slot), columns.append(cached)
+    runs_out = []
+    for slot, tokens, cached in prefill:
+        first = len(ids)
+        ids += tokens
+        positions += range(cached, cached + len(tokens))
+        written += range(first, first + len(tokens))
+        slots += [slot] * len(tokens)
+        columns += range(cached, cached + len(tokens))
+        runs_out.append((slot, first, len(tokens), cached))
+    t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+    decode_runs = runs if runs is not None else ([(0, num_slots, max(keys))] if keys else [])
+    return PackedBatch(t(ids), t(positions), t(written), t(slots), t(columns), len(keys), keys, decode_runs, runs_out)
 
 
 @pytest.mark.parametrize("architecture", ["llama", "qwen3"])
-def test_lean_logits_and_cache_equal_the_models(tokenizer, architecture):
+def test_packed_logits_equal_the_models(tokenizer, architecture):
     model = _model(tokenizer, architecture)
     assert lean_forward_unsupported(model) is None
+    lean = LeanForward(model)
+    gen = torch.Generator().manual_seed(0)
+    rows = [torch.randint(0, model.config.vocab_size, (20,), generator=gen).tolist() for _ in range(3)]
 
-    def reference(ids, positions, mask, cache, keep):
+    def reference(tokens):  # the model's next-token logits after `tokens`, from one full forward
         with torch.no_grad():
-            kwargs = {} if keep is None else {"logits_to_keep": keep}
-            return model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, cache=cache,
-                         **kwargs).logits
+            return model(input_ids=torch.tensor([tokens])).logits[0, -1]
 
-    want, want_cache = _two_forwards(model, reference)
-    got, got_cache = _two_forwards(model, LeanForward(model))
-    for a, b in zip(want, got):
-        assert a.shape == b.shape
-        assert torch.allclose(a, b, atol=1e-5)
-    for a, b in zip(want_cache.keys + want_cache.values, got_cache.keys + got_cache.values):
-        assert torch.allclose(a, b, atol=1e-6)
+    cache = SlotCache(3)
+    cache.reserve(32)
+    # Prefill only: rows of 9, 6 and 4 tokens.
+    got = lean.packed(_batch({}, [(0, rows[0][:9], 0), (1, rows[1][:6], 0), (2, rows[2][:4], 0)], 3), cache)
+    want = torch.stack([reference(rows[0][:9]), reference(rows[1][:6]), reference(rows[2][:4])])
+    assert torch.allclose(got, want, atol=1e-5)
+    # Mixed: slots 0 and 2 decode one token each while slot 1 prefills 5 more.
+    got = lean.packed(_batch({0: (rows[0][9], 9), 2: (rows[2][4], 4)}, [(1, rows[1][6:11], 6)], 3), cache)
+    want = torch.stack([reference(rows[0][:10]), reference(rows[2][:5]), reference(rows[1][:11])])
+    assert got.shape[0] == 4  # three decode slots, one prefill run
+    assert torch.allclose(got[[0, 2, 3]], want, atol=1e-5)
+    # Decode only, with a stand-in for slot 1 (its output is returned but means nothing).
+    got = lean.packed(_batch({0: (rows[0][10], 10), 2: (rows[2][5], 5)}, [], 3), cache)
+    assert torch.allclose(got[[0, 2]], torch.stack([reference(rows[0][:11]), reference(rows[2][:6])]), atol=1e-5)
 
 
-def test_attention_read_in_runs_of_rows_equals_one_read(tokenizer):
+def test_decode_read_in_runs_of_slots_equals_one_read(tokenizer):
     model = _model(tokenizer, "llama")
     lean = LeanForward(model)
     lengths = [3, 11, 4]
     outputs = []
-    for chunks in (None, [(0, 1, 4), (1, 2, 12), (2, 3, 5)]):
+    for runs in (None, [(0, 1, 4), (1, 2, 12), (2, 3, 5)]):
         cache = SlotCache(3)
-        for row, n in enumerate(lengths):  # each row's own prefill, as the sampler does
-            slots, starts = torch.tensor([row]), torch.tensor([0])
-            width = cache.plan(slots, starts, n)
-            lean(torch.arange(1, n + 1)[None], torch.arange(n)[None], _mask(starts, n, width, None), cache)
-        starts = torch.tensor(lengths)
-        width = cache.plan(None, starts, 1)
-        ids = torch.tensor([[5], [6], [7]])
-        reads = None if chunks is None else [(lo, hi, lo, w) for lo, hi, w in chunks]
-        outputs.append(lean(ids, starts[:, None], _mask(starts, 1, width, None), cache, reads=reads))
+        cache.reserve(16)
+        lean.packed(_batch({}, [(slot, list(range(1, n + 1)), 0) for slot, n in enumerate(lengths)], 3), cache)
+        decode = {slot: (5 + slot, n) for slot, n in enumerate(lengths)}
+        outputs.append(lean.packed(_batch(decode, [], 3, runs=runs), cache))
     assert torch.allclose(outputs[0], outputs[1], atol=1e-6)
 
 

@@ -130,32 +130,35 @@ def _prefill_forward_per_row(lengths, starts, **kw):
     return [[i] for i in reversed(range(len(lengths)))]
 
 
-@pytest.mark.parametrize("lean", [True, False], ids=["lean_forward", "model_forward"])
-@pytest.mark.parametrize("grouping", [None, _one_prefill_forward, _prefill_forward_per_row],
-                         ids=["cost_model", "one_forward", "per_row"])
+@pytest.mark.parametrize("lean,grouping", [(True, None), (False, None), (False, _one_prefill_forward),
+                                           (False, _prefill_forward_per_row)],
+                         ids=["lean_forward", "model_cost_model", "model_one_forward", "model_per_row"])
 def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, lean):
     from agentcredit.agent import sampling
+    from agentcredit.agent.lean_forward import LeanForward
     from agentcredit.lit.logprobs import token_logprobs
 
     split = []
     original = grouping or sampling.prefill_groups
     monkeypatch.setattr(sampling, "prefill_groups", lambda *a, **kw: split.append(out := original(*a, **kw)) or out)
-    from agentcredit.agent.lean_forward import LeanForward
-
-    lean_calls = []
-    lean_call = LeanForward.__call__
-    monkeypatch.setattr(LeanForward, "__call__", lambda self, *a, **kw: lean_calls.append(kw) or lean_call(self, *a, **kw))
+    packed = []
+    lean_packed = LeanForward.packed
+    monkeypatch.setattr(LeanForward, "packed", lambda self, batch, cache: packed.append(batch) or lean_packed(self, batch, cache))
     chunks, decode_runs = sampling.decode_chunks, []  # free calls: decodes read their slots in runs wherever that saves keys
     monkeypatch.setattr(sampling, "decode_chunks", lambda keys: decode_runs.append(out := chunks(keys, call_keys=0)) or out)
     policy = setup[0]
     worker = make_worker(setup, lean_forward=lean)
     # Several rows of different lengths and turn counts: each row's slot cache, compaction after
-    # finished rows, and prefills of rows that rejoin mid-batch (in one padded forward, one per
-    # row through a view of its slot, or as the cost model groups them) must all match one full forward.
+    # finished rows, and prefills of rows that rejoin mid-batch must all match one full forward:
+    # with the lean forward, decode and prefill in one packed forward; with the model's forward,
+    # prefills in one padded forward, one per row through a view of its slot, or as the cost
+    # model groups them.
     short = Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")
     groups = worker.rollout([QUESTION, short], group_size=3)  # prompts of two lengths
-    # The lean forward ran, and some decode read its slots in more than one run.
-    assert bool(lean_calls) == lean and (not lean or any(len(runs) > 1 for runs in decode_runs))
+    if lean:  # some forward both decoded and prefilled, and some decode read its slots in several runs
+        assert any(b.decode_rows and b.prefill for b in packed) and any(len(runs) > 1 for runs in decode_runs)
+    else:
+        assert not packed
     if grouping is _one_prefill_forward:
         assert any(len(rows) > 1 for forwards in split for rows in forwards)
     if grouping is _prefill_forward_per_row:

@@ -2,16 +2,20 @@
 
 A rollout makes hundreds of forwards of a few new tokens each. For a small model the Hugging Face
 forward's fixed cost (module calls, output capturing, mask and cache plumbing) is most of such a
-call: 3 ms of the 3.5 ms a one-token forward of the 0.7M-parameter testbed model takes on 2 CPU
-threads. This forward does the same arithmetic with the model's own weights and its own rotary
-module, straight through the layers. It runs only for configurations whose arithmetic it
-reproduces (`lean_forward_unsupported` says why not otherwise, and the sampler then calls the
-model itself); a test checks its logits against the model's for both architectures.
+call: about 2.5 ms of a one-token forward of the 0.7M-parameter testbed model on 2 CPU threads.
+This forward does the same arithmetic with the model's own weights and its own rotary module,
+straight through the layers, on a packed batch: the decoding rows' tokens and the prefilled
+rows' tokens together, unpadded, so one forward per sampling step serves both. It runs only for
+configurations whose arithmetic it reproduces (`lean_forward_unsupported` says why not
+otherwise, and the sampler then calls the model itself); tests check its logits against the
+model's for both architectures.
 
 Training never uses it: losses and reference scoring call the model.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -55,13 +59,32 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-class LeanForward:
-    """forward(ids, position_ids, mask, cache, keep, reads) -> logits, for a supported model (see module doc).
+@dataclass
+class PackedBatch:
+    """The new tokens of one forward, flat and unpadded.
 
-    ids and position_ids are (B, N); mask is the (B, 1, N, W) boolean mask (True = attend) over the
-    keys `cache.update` returns, or with `reads` over each row's slot (see _attend); keep is None
-    (logits at every position) or the positions whose logits are wanted. Returns (B, N or
-    len(keep), V) logits in the model's dtype."""
+    The first `decode_rows` tokens are one per cache slot 0..S-1: the token a decoding row feeds,
+    or a stand-in for a slot with nothing to feed (its output is dropped and its keys are not
+    stored). Then come the tokens of each prefill run, one run per row being prefilled."""
+
+    ids: torch.Tensor  # (T,)
+    positions: torch.Tensor  # (T,) each token's position in its own row
+    written: torch.Tensor  # (W,) flat indices of the tokens whose keys and values are stored
+    slots: torch.Tensor  # (W,) the cache slot of each
+    columns: torch.Tensor  # (W,) the cache column of each
+    decode_rows: int  # S, or 0 when no row decodes
+    decode_keys: list[int]  # per slot: the keys its token attends to (1 for a stand-in)
+    decode_runs: list[tuple[int, int, int]]  # (lo, hi, width): slots lo..hi-1 read up to width keys
+    prefill: list[tuple[int, int, int, int]]  # (slot, first flat index, tokens, tokens cached before)
+
+
+class LeanForward:
+    """packed(batch, cache) -> logits of every decode slot, then of each prefill run's last token.
+
+    One forward serves the rows that decode and the rows that come back from their tools: the
+    projections and the MLP run once over all new tokens, unpadded; attention reads each run of
+    decode slots up to its longest row and each prefilled row up to its own length, straight from
+    the cache's buffers. The last layer runs only on the tokens whose logits are returned."""
 
     def __init__(self, model):
         reason = lean_forward_unsupported(model)
@@ -77,56 +100,63 @@ class LeanForward:
         self.scaling = self.head_dim ** -0.5
 
     @torch.no_grad()
-    def __call__(self, ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor, cache,
-                 keep: torch.Tensor | None = None, reads: list[tuple[int, int, int, int]] | None = None) -> torch.Tensor:
-        b, n = ids.shape
-        x = self.embed(ids)  # (B, N, C)
-        cos, sin = self.rotary(x, position_ids)  # (B, N, D) each
-        cos, sin = cos[:, None], sin[:, None]
+    def packed(self, batch: PackedBatch, cache) -> torch.Tensor:
+        """(decode_rows + len(batch.prefill), V) logits in the model's dtype."""
+        device = batch.ids.device
+        x = self.embed(batch.ids)[None]  # (1, T, C)
+        cos, sin = self.rotary(x, batch.positions[None])  # (1, T, D) each
+        cos, sin = cos[0][:, None], sin[0][:, None]  # (T, 1, D): broadcast over heads
+        s = batch.decode_rows
+        keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill], device=device)
+        decode_mask = None
+        if s:
+            width = max(batch.decode_keys)
+            decode_mask = (torch.arange(width, device=device)[None, :]
+                           < torch.tensor(batch.decode_keys, device=device)[:, None])[:, None, None]  # (S, 1, 1, W)
+        # Per prefill run: query j (column start + j) sees columns 0..start + j.
+        prefill_masks = [(torch.arange(start + n, device=device)[None, :]
+                          <= start + torch.arange(n, device=device)[:, None])[None, None]
+                         for _, _, n, start in batch.prefill]
+        gqa = self.num_kv_heads != self.num_heads
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
             attn = layer.self_attn
-            h = _rms_norm(x, layer.input_layernorm)
-            k = F.linear(h, attn.k_proj.weight).view(b, n, self.num_kv_heads, self.head_dim)
-            v = F.linear(h, attn.v_proj.weight).view(b, n, self.num_kv_heads, self.head_dim)
+            h = _rms_norm(x, layer.input_layernorm)[0]  # (T, C)
+            k = F.linear(h, attn.k_proj.weight).view(-1, self.num_kv_heads, self.head_dim)
+            v = F.linear(h, attn.v_proj.weight).view(-1, self.num_kv_heads, self.head_dim)
             if hasattr(attn, "k_norm"):  # Qwen3 normalises each head's queries and keys before RoPE
                 k = _rms_norm(k, attn.k_norm)
-            k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, H_kv, N, D)
             k = k * cos + _rotate_half(k) * sin
-            keys, values = cache.update(k, v, index) if reads is None else cache.write(k, v, index)
-            if index == last and keep is not None:
-                # The last layer's outputs feed only the kept logits; every position's keys and
-                # values are cached above, so the rest of the layer runs on the kept positions only.
+            keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
+            runs = [(t0, n) for _, t0, n, _ in batch.prefill]
+            q_cos, q_sin = cos, sin
+            if index == last:
+                # The last layer's outputs feed only the returned logits; every token's keys and
+                # values are stored above, so the rest of the layer runs on those tokens only.
                 # For a 2-layer model that is about half of a prefill's arithmetic.
-                x, h, mask = x[:, keep], h[:, keep], mask[:, :, keep]
-                q_cos, q_sin = cos[:, :, keep], sin[:, :, keep]
-            else:
-                q_cos, q_sin = cos, sin
-            q = F.linear(h, attn.q_proj.weight).view(b, h.shape[1], self.num_heads, self.head_dim)
+                x, h, q_cos, q_sin = x[:, keep], h[keep], cos[keep], sin[keep]
+                runs = [(s + i, 1) for i in range(len(batch.prefill))]
+            q = F.linear(h, attn.q_proj.weight).view(-1, self.num_heads, self.head_dim)  # (T', H, D)
             if hasattr(attn, "q_norm"):
                 q = _rms_norm(q, attn.q_norm)
-            q = q.transpose(1, 2)
-            out = self._attend(q * q_cos + _rotate_half(q) * q_sin, keys, values, mask, reads)
-            x = x + F.linear(out.transpose(1, 2).reshape(b, h.shape[1], -1), attn.o_proj.weight)
+            q = q * q_cos + _rotate_half(q) * q_sin
+            parts = []
+            for lo, hi, width in batch.decode_runs:
+                out = F.scaled_dot_product_attention(q[lo:hi, :, None], keys[lo:hi, :, :width], values[lo:hi, :, :width],
+                                                     attn_mask=decode_mask[lo:hi, :, :, :width], scale=self.scaling,
+                                                     enable_gqa=gqa)
+                parts.append(out[:, :, 0])  # (rows, H, D)
+            for (slot, _, n, start), (first, m), mask in zip(batch.prefill, runs, prefill_masks):
+                out = F.scaled_dot_product_attention(q[first:first + m].transpose(0, 1)[None],
+                                                     keys[slot:slot + 1, :, :start + n], values[slot:slot + 1, :, :start + n],
+                                                     attn_mask=mask[:, :, n - m:], scale=self.scaling, enable_gqa=gqa)
+                parts.append(out[0].transpose(0, 1))  # (m, H, D)
+            out = parts[0] if len(parts) == 1 else torch.cat(parts)
+            x = x + F.linear(out.reshape(1, out.shape[0], -1), attn.o_proj.weight)
             mlp = layer.mlp
             h = _rms_norm(x, layer.post_attention_layernorm)
             x = x + F.linear(F.silu(F.linear(h, mlp.gate_proj.weight)) * F.linear(h, mlp.up_proj.weight),
                              mlp.down_proj.weight)
-        if keep is not None and last < 0:  # a model without layers
+        if last < 0:  # a model without layers
             x = x[:, keep]
-        return F.linear(_rms_norm(x, self.norm), self.model.lm_head.weight)
-
-    def _attend(self, q, keys, values, mask, reads):
-        """SDPA of every row over the keys cache.update returned, or, with `reads`, of rows
-        [lo, hi) over slots [slot, slot + hi - lo) of the whole buffers cache.write returned, up to
-        `width` keys (the mask hides every key past a row's own length, so nothing changes)."""
-        gqa = self.num_kv_heads != self.num_heads
-        if reads is None:
-            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scaling, enable_gqa=gqa)
-        parts = [
-            F.scaled_dot_product_attention(q[lo:hi], keys[slot : slot + hi - lo, :, :width],
-                                           values[slot : slot + hi - lo, :, :width],
-                                           attn_mask=mask[lo:hi, :, :, :width], scale=self.scaling, enable_gqa=gqa)
-            for lo, hi, slot, width in reads
-        ]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        return F.linear(_rms_norm(x, self.norm), self.model.lm_head.weight)[0]

@@ -1,19 +1,21 @@
 """Continuous batched sampling: every live rollout decodes in one batch, each on its own turn clock.
 
-A row whose turn ends (EOS, stop string, token limit) leaves the decode batch only while its tool
-runs. Its next tokens (the unfed last sampled token, chat pieces, observation, header) are
-prefilled in a side forward of just the rows that came back, and it samples again at the next
-step. So no row idles until the slowest row of a turn is done, and one forward per step serves
-every decoding row. Each row keeps its keys/values in its own slot of one buffer (SlotCache):
-new keys are written at the row's own columns, so nothing is padded in the middle, re-stacked
-or concatenated per step. Log-probabilities are recorded under the same temperature-scaled
+A row whose turn ends (EOS, stop string, token limit) leaves the batch only while its tool runs.
+Its next tokens (the unfed last sampled token, chat pieces, observation, header) are queued,
+prefilled at the next step, and it samples again at that step. So no row idles until the slowest
+row of a turn is done. Each row keeps its keys/values in its own slot of one buffer (SlotCache):
+new keys are written at the row's own columns, so nothing is padded in the middle, re-stacked or
+concatenated per step. Log-probabilities are recorded under the same temperature-scaled
 distribution the loss recomputes (top-p truncation is not part of it, so training and sampling
 agree on the ratio's denominator).
 
-Forwards go through agent/lean_forward.py for Llama/Qwen3 models (the same logits without the
-Hugging Face forward's plumbing; `rollout.lean_forward=false` calls the model instead). There a
-decode reads each run of slots only up to its own longest row (`decode_chunks`), and a prefill is
-split into forwards of rows of similar length (`prefill_groups`).
+Each step first feeds what every row has pending: a decoding row its last sampled token, a row
+back from its tools its queued tokens. For Llama/Qwen3 models that is one packed forward
+(agent/lean_forward.py: the same logits without the Hugging Face forward's plumbing, unpadded,
+attention reading each run of slots only up to its longest row, `decode_chunks`).
+`rollout.lean_forward=false`, or a model the lean forward does not cover, calls the model: one
+decode forward over every slot, then the prefill split into forwards of rows of similar length
+(`prefill_groups`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Hashable
 
 import torch
 
-from agentcredit.agent.lean_forward import LeanForward, lean_forward_unsupported
+from agentcredit.agent.lean_forward import LeanForward, PackedBatch, lean_forward_unsupported
 
 
 @dataclass
@@ -144,9 +146,7 @@ class SlotCache:
     def plan(self, slots: torch.Tensor | None, starts: torch.Tensor, n: int) -> int:
         """Prepare a forward of n new tokens per row starting at `starts` (B,); returns the key width."""
         self._width = int(starts.max()) + n
-        if self._width > self.capacity:
-            # Grow geometrically so a rollout pays for O(log L) copies, not one per token.
-            self._grow(max(self._width, 2 * self.capacity, 64))
+        self.reserve(self._width)
         self._slots = slots
         # A single row or a run of consecutive slots is read as a view of the buffers (no copy).
         self._run = None
@@ -174,16 +174,30 @@ class SlotCache:
 
     def write(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int):
         """Store (B, H_kv, N, D) new keys/values at the planned columns; returns the layer's whole
-        (S, H_kv, capacity, D) key and value buffers, for callers that read their rows themselves."""
+        (S, H_kv, capacity, D) key and value buffers."""
+        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=key_states.device)
+        # (B, N) slot and column of each new token; the target view is (B, N, H_kv, D).
+        return self.put(key_states.transpose(1, 2), value_states.transpose(1, 2), layer_idx,
+                        rows[:, None].expand_as(self._columns), self._columns)
+
+    def reserve(self, width: int) -> None:
+        """Make room for `width` columns per slot (a forward that calls put directly, without plan)."""
+        if width > self.capacity:
+            # Grow geometrically so a rollout pays for O(log L) copies, not one per token.
+            self._grow(max(width, 2 * self.capacity, 64))
+
+    def put(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, slots: torch.Tensor,
+            columns: torch.Tensor):
+        """Store (..., H_kv, D) keys/values of tokens at `slots` and `columns` (both shaped like the
+        tokens' leading dims); returns the layer's whole (S, H_kv, capacity, D) buffers."""
         if layer_idx == len(self.keys):  # first forward: buffers take the model's head shape and dtype
-            shape = (self.num_slots, key_states.shape[1], self.capacity, key_states.shape[3])
+            shape = (self.num_slots, key_states.shape[-2], self.capacity, key_states.shape[-1])
             self.keys.append(key_states.new_zeros(shape))
             self.values.append(value_states.new_zeros(shape))
         keys, values = self.keys[layer_idx], self.values[layer_idx]
-        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=keys.device)
-        # Advanced indices on dims 0 and 2 put (B, N) first: the target view is (B, N, H_kv, D).
-        keys[rows[:, None], :, self._columns] = key_states.transpose(1, 2)
-        values[rows[:, None], :, self._columns] = value_states.transpose(1, 2)
+        # Advanced indices on dims 0 and 2 put the tokens' dims first: the target is (..., H_kv, D).
+        keys[slots, :, columns] = key_states
+        values[slots, :, columns] = value_states
         return keys, values
 
     def keep(self, slots: torch.Tensor, used: int | None = None) -> None:
@@ -299,7 +313,7 @@ class _Row:
     max_new: int = 0
     generated: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    decoding: bool = False  # inside a turn: its last sampled token is fed at the next decode forward
+    decoding: bool = False  # inside a turn: its last sampled token is fed at the next step
 
 
 class TurnSampler:
@@ -323,8 +337,7 @@ class TurnSampler:
         self.device = next(model.parameters()).device
         self.lean = LeanForward(model) if use_lean_forward and lean_forward_unsupported(model) is None else None
         self.cache_kw, self.keeps_logits = _forward_kwargs(model)
-        self.keeps_logits = self.keeps_logits or self.lean is not None
-        self.mask_dtype = None if self.lean is not None else _mask_dtype(model)
+        self.mask_dtype = _mask_dtype(model)
         self.rows: dict[Hashable, _Row] = {}
         self.slots: list[_Row | None] = []  # row in each cache slot; None once released
         self.cache: SlotCache | None = None
@@ -355,20 +368,30 @@ class TurnSampler:
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, SampledTurn]]:
-        """Sample one token for every live row; returns the rows whose turn ended, in slot order."""
+        """Sample one token for every live row; returns the rows whose turn ended, in slot order.
+
+        The step first feeds what every row has pending: a decoding row its last sampled token, a
+        row back from its tools its queued tokens. With the lean forward that is one forward for
+        both; otherwise a decode forward over every slot and the prefill forwards."""
         if not self.rows:
             return []
         if self.cache is None:
             self.cache = SlotCache(len(self.slots))
         elif 4 * self.slots.count(None) >= len(self.slots):
             self._compact()
-        queued = [r for r in self.slots if r is not None and r.queued]
-        if any(r.decoding for r in queued) or any(r is not None and not r.queued and not r.decoding for r in self.slots):
-            raise RuntimeError("every row whose turn ended needs next_turn or release before the next step")
-        lengths = [len(r.queued) for r in queued]
-        for group in prefill_groups(lengths, [r.length for r in queued]):
-            self._prefill([queued[i] for i in group])
         ready = [r for r in self.slots if r is not None]
+        if any(bool(r.queued) == r.decoding for r in ready):
+            raise RuntimeError("every row whose turn ended needs next_turn or release before the next step")
+        decoding = [r for r in ready if r.decoding]
+        queued = [r for r in ready if r.queued]
+        if self.lean is not None:
+            self._packed(decoding, queued)
+        else:
+            if decoding:
+                self._decode([r.generated[-1] if r is not None and r.decoding else self.pad_id for r in self.slots])
+            lengths = [len(r.queued) for r in queued]
+            for group in prefill_groups(lengths, [r.length for r in queued]):
+                self._prefill([queued[i] for i in group])
         logits = self.logits
         if len(ready) < len(self.slots):
             logits = logits.index_select(0, torch.tensor([r.slot for r in ready], device=self.device))
@@ -377,22 +400,58 @@ class TurnSampler:
         token_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
 
         ended: list[tuple[Hashable, SampledTurn]] = []
-        feed = [self.pad_id] * len(self.slots)
         for row, token, lp in zip(ready, tokens.tolist(), token_logprobs.tolist()):
             row.generated.append(token)
             row.logprobs.append(lp)
             reason = self.stop.stop_reason(row.generated)
             if reason is None and len(row.generated) >= row.max_new:
                 reason = "length"
+            # A row that goes on feeds this token at the next step; one that stops leaves it
+            # unfed, and next_turn prefills it with the observation.
             row.decoding = reason is None
-            if row.decoding:
-                feed[row.slot] = token
-            else:
-                # Its last token stays unfed; next_turn prefills it with the observation.
+            if not row.decoding:
                 ended.append((row.key, SampledTurn(row.generated, row.logprobs, reason)))
-        if any(r.decoding for r in ready):
-            self._decode(feed)
         return ended
+
+    def _packed(self, decoding: list[_Row], queued: list[_Row]) -> None:
+        """One lean forward for the decoding rows' fed tokens and the queued rows' prefill."""
+        ids, positions, written, slots, columns, keys = [], [], [], [], [], []
+        if decoding:  # one token per slot, a stand-in where the slot feeds nothing
+            for slot, r in enumerate(self.slots):
+                fed = r is not None and r.decoding
+                ids.append(r.generated[-1] if fed else self.pad_id)
+                positions.append(r.length if fed else 0)
+                keys.append(r.length + 1 if fed else 1)
+                if fed:
+                    written.append(slot)
+                    slots.append(slot)
+                    columns.append(r.length)
+        prefill = []
+        for r in queued:
+            n, first = len(r.queued), len(ids)
+            ids.extend(r.queued)
+            positions.extend(range(r.length, r.length + n))
+            written.extend(range(first, first + n))
+            slots.extend([r.slot] * n)
+            columns.extend(range(r.length, r.length + n))
+            prefill.append((r.slot, first, n, r.length))
+        self.cache.reserve(max(columns) + 1)
+        tensor = lambda values: torch.tensor(values, dtype=torch.long, device=self.device)  # noqa: E731
+        batch = PackedBatch(ids=tensor(ids), positions=tensor(positions), written=tensor(written),
+                            slots=tensor(slots), columns=tensor(columns), decode_rows=len(keys), decode_keys=keys,
+                            decode_runs=decode_chunks(keys) if keys else [], prefill=prefill)
+        logits = self.lean.packed(batch, self.cache)
+        if decoding:
+            self.logits = logits[: len(self.slots)]
+        elif self.logits is None or self.logits.shape[0] != len(self.slots):
+            self.logits = logits.new_zeros((len(self.slots), logits.shape[-1]))
+        if queued:
+            self.logits[torch.tensor([r.slot for r in queued], device=self.device)] = logits[len(keys):]
+        for r in decoding:
+            r.length += 1
+        for r in queued:
+            r.length += len(r.queued)
+            r.queued = []
 
     def _forward(self, ids: torch.Tensor, starts: torch.Tensor, slots: torch.Tensor | None,
                  keep: torch.Tensor | None = None) -> torch.Tensor:
@@ -402,16 +461,6 @@ class TurnSampler:
         width = self.cache.plan(slots, starts, n)
         mask = _mask(starts, n, width, self.mask_dtype)
         positions = starts[:, None] + torch.arange(n, device=self.device)  # each row counts its own positions
-        if self.lean is not None:
-            # Attention reads each row's keys straight from its slot, only as far as it needs: a
-            # decode reads each run of slots up to its own longest row, a prefill each row up to
-            # its own length (no copy of the rows' caches, no padding to the widest).
-            widths = (starts + n).tolist()
-            if slots is None:
-                reads = [(lo, hi, lo, width) for lo, hi, width in decode_chunks(widths)]
-            else:
-                reads = [(i, i + 1, slot, width) for i, (slot, width) in enumerate(zip(slots.tolist(), widths))]
-            return self.lean(ids, positions, mask, self.cache, keep, reads=reads)
         kwargs = {} if keep is None else {"logits_to_keep": keep}
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                           **{self.cache_kw: self.cache}, **kwargs).logits
@@ -450,7 +499,7 @@ class TurnSampler:
         kept = [r for r in self.slots if r is not None]
         index = torch.tensor([r.slot for r in kept], device=self.device)
         self.cache.keep(index, used=max(r.length for r in kept))  # columns past every length are never read
-        self.logits = self.logits.index_select(0, index) if self.logits is not None else None
+        self.logits = None  # every live row is fed at this step, which sets its logits anew
         for slot, r in enumerate(kept):
             r.slot = slot
         self.slots = kept
