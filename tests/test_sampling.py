@@ -109,3 +109,13 @@ def test_groups_cover_every_row_once_and_are_the_cheapest_cut_of_the_sorted_rows
             for k in range(n) for cuts in combinations(range(1, n), k)
         )
         assert _modelled_cost(groups, lengths, starts, 96, 2000) == pytest.approx(best)
+
+
+def test_runs_are_capped_in_length():
+    from agentcredit.agent.sampling import cheapest_runs
+
+    # Five equal items at a high call cost would form one run; capped at 2 they form 2 + 2 + 1
+    # (any cut into runs of at most 2 costs 3 calls + 5 rows; the scan keeps the first it finds).
+    runs = cheapest_runs([1] * 5, 100.0, [0.0] * 5, [1.0] * 5, max_run=2)
+    assert [j - i for i, j in runs] in ([1, 2, 2], [2, 1, 2], [2, 2, 1])
+    assert cheapest_runs([1] * 5, 100.0, [0.0] * 5, [1.0] * 5) == [(0, 5)]

@@ -221,21 +221,22 @@ def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacit
     return new
 
 
-def cheapest_runs(values: list[float], call: float, base: list[float], slope: list[float]) -> list[tuple[int, int]]:
-    """Cut items 0..n-1 into consecutive runs [i, j) with the least total cost, by dynamic
-    programming over every cut, where a run costs
+def cheapest_runs(values: list[float], call: float, base: list[float], slope: list[float],
+                  max_run: int = 32) -> list[tuple[int, int]]:
+    """Cut items 0..n-1 into consecutive runs [i, j) of at most max_run items with the least total
+    cost, by dynamic programming over the cuts, where a run costs
 
         call + (j - i) * (base[j - 1] + slope[j - 1] * max(values[i:j])):
 
     a fixed cost per run plus, per row, a cost set by the run's last item and its largest value.
-    Cut points are scanned right to left so the maximum is a running one: O(n^2) plain steps,
-    no calls (n is a batch, a few dozen rows, and this runs at every decode step)."""
+    Cut points are scanned right to left so the maximum is a running one: O(n * max_run) plain
+    steps, no calls (this runs at every decode step, over every slot)."""
     n = len(values)
     best = [0.0] + [float("inf")] * n
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
         peak, b, m = values[j - 1], base[j - 1], slope[j - 1]
-        for i in range(j - 1, -1, -1):
+        for i in range(j - 1, max(j - 1 - max_run, -1), -1):
             if values[i] > peak:
                 peak = values[i]
             total = best[i] + call + (j - i) * (b + m * peak)
