@@ -45,7 +45,7 @@ def _batch(decoding: dict[int, tuple[int, int]], prefill: list[tuple[int, list[i
         runs_out.append((slot, first, len(tokens), cached))
     t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
     decode_runs = runs if runs is not None else ([(0, num_slots, max(keys))] if keys else [])
-    return PackedBatch(t(ids), t(positions), t(written), t(slots), t(columns), len(keys), keys, decode_runs, runs_out)
+    return PackedBatch(t(ids), t(positions), t(written), t(slots), t(columns), keys, decode_runs, runs_out)
 
 
 @pytest.mark.parametrize("architecture", ["llama", "qwen3"])

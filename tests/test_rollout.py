@@ -156,7 +156,7 @@ def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, le
     short = Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")
     groups = worker.rollout([QUESTION, short], group_size=3)  # prompts of two lengths
     if lean:  # some forward both decoded and prefilled, and some decode read its slots in several runs
-        assert any(b.decode_rows and b.prefill for b in packed) and any(len(runs) > 1 for runs in decode_runs)
+        assert any(b.decode_keys and b.prefill for b in packed) and any(len(runs) > 1 for runs in decode_runs)
     else:
         assert not packed
     if grouping is _one_prefill_forward:

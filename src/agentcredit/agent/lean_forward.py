@@ -3,7 +3,7 @@
 A rollout makes hundreds of forwards of a few new tokens each. For a small model the Hugging Face
 forward's fixed cost (module calls, output capturing, mask and cache plumbing) is most of such a
 call: about 2.5 ms of a one-token forward of the 0.7M-parameter testbed model on 2 CPU threads.
-This forward does the same arithmetic with the model's own weights and its own rotary module,
+This forward does the same arithmetic with the model's own weights, norms and rotary module,
 straight through the layers, on a packed batch: the decoding rows' tokens and the prefilled
 rows' tokens together, unpadded, so one forward per sampling step serves both. It runs only for
 configurations whose arithmetic it reproduces (`lean_forward_unsupported` says why not
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import rotate_half
 
 _ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
 
@@ -47,33 +48,21 @@ def lean_forward_unsupported(model) -> str | None:
     return f"{name} config needs {', '.join(failed)}" if failed else None
 
 
-def _rms_norm(x: torch.Tensor, norm) -> torch.Tensor:
-    """The model's RMSNorm: computed in float32, scaled by the weight in the input dtype."""
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 @dataclass
 class PackedBatch:
     """The new tokens of one forward, flat and unpadded.
 
-    The first `decode_rows` tokens are one per cache slot 0..S-1: the token a decoding row feeds,
-    or a stand-in for a slot with nothing to feed (its output is dropped and its keys are not
-    stored). Then come the tokens of each prefill run, one run per row being prefilled."""
+    The first len(decode_keys) tokens are one per cache slot 0..S-1 (none when no row decodes):
+    the token a decoding row feeds, or a stand-in for a slot with nothing to feed (its output is
+    dropped and its keys are not stored). Then come the tokens of each prefill run, one run per
+    row being prefilled."""
 
     ids: torch.Tensor  # (T,)
     positions: torch.Tensor  # (T,) each token's position in its own row
     written: torch.Tensor  # (W,) flat indices of the tokens whose keys and values are stored
     slots: torch.Tensor  # (W,) the cache slot of each
     columns: torch.Tensor  # (W,) the cache column of each
-    decode_rows: int  # S, or 0 when no row decodes
-    decode_keys: list[int]  # per slot: the keys its token attends to (1 for a stand-in)
+    decode_keys: list[int]  # per slot: the keys its token attends to (1 for a stand-in); [] when no row decodes
     decode_runs: list[tuple[int, int, int]]  # (lo, hi, width): slots lo..hi-1 read up to width keys
     prefill: list[tuple[int, int, int, int]]  # (slot, first flat index, tokens, tokens cached before)
 
@@ -101,12 +90,12 @@ class LeanForward:
 
     @torch.no_grad()
     def packed(self, batch: PackedBatch, cache) -> torch.Tensor:
-        """(decode_rows + len(batch.prefill), V) logits in the model's dtype."""
+        """(len(decode_keys) + len(batch.prefill), V) logits in the model's dtype."""
         device = batch.ids.device
         x = self.embed(batch.ids)[None]  # (1, T, C)
         cos, sin = self.rotary(x, batch.positions[None])  # (1, T, D) each
         cos, sin = cos[0][:, None], sin[0][:, None]  # (T, 1, D): broadcast over heads
-        s = batch.decode_rows
+        s = len(batch.decode_keys)
         keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill], device=device)
         decode_mask = None
         if s:
@@ -117,29 +106,32 @@ class LeanForward:
         prefill_masks = [(torch.arange(start + n, device=device)[None, :]
                           <= start + torch.arange(n, device=device)[:, None])[None, None]
                          for _, _, n, start in batch.prefill]
+        # Queries of each prefill run (first flat index, count): all its tokens, and in the last
+        # layer only its last one (at s + i once the layer is cut to the kept tokens).
+        run_queries = [(t0, n) for _, t0, n, _ in batch.prefill]
+        last_queries = [(s + i, 1) for i in range(len(batch.prefill))]
         gqa = self.num_kv_heads != self.num_heads
         last = len(self.layers) - 1
         for index, layer in enumerate(self.layers):
             attn = layer.self_attn
-            h = _rms_norm(x, layer.input_layernorm)[0]  # (T, C)
+            h = layer.input_layernorm(x)[0]  # (T, C)
             k = F.linear(h, attn.k_proj.weight).view(-1, self.num_kv_heads, self.head_dim)
             v = F.linear(h, attn.v_proj.weight).view(-1, self.num_kv_heads, self.head_dim)
             if hasattr(attn, "k_norm"):  # Qwen3 normalises each head's queries and keys before RoPE
-                k = _rms_norm(k, attn.k_norm)
-            k = k * cos + _rotate_half(k) * sin
+                k = attn.k_norm(k)
+            k = k * cos + rotate_half(k) * sin
             keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
-            runs = [(t0, n) for _, t0, n, _ in batch.prefill]
-            q_cos, q_sin = cos, sin
+            runs, q_cos, q_sin = run_queries, cos, sin
             if index == last:
                 # The last layer's outputs feed only the returned logits; every token's keys and
                 # values are stored above, so the rest of the layer runs on those tokens only.
                 # For a 2-layer model that is about half of a prefill's arithmetic.
                 x, h, q_cos, q_sin = x[:, keep], h[keep], cos[keep], sin[keep]
-                runs = [(s + i, 1) for i in range(len(batch.prefill))]
+                runs = last_queries
             q = F.linear(h, attn.q_proj.weight).view(-1, self.num_heads, self.head_dim)  # (T', H, D)
             if hasattr(attn, "q_norm"):
-                q = _rms_norm(q, attn.q_norm)
-            q = q * q_cos + _rotate_half(q) * q_sin
+                q = attn.q_norm(q)
+            q = q * q_cos + rotate_half(q) * q_sin
             parts = []
             for lo, hi, width in batch.decode_runs:
                 out = F.scaled_dot_product_attention(q[lo:hi, :, None], keys[lo:hi, :, :width], values[lo:hi, :, :width],
@@ -154,9 +146,9 @@ class LeanForward:
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
             x = x + F.linear(out.reshape(1, out.shape[0], -1), attn.o_proj.weight)
             mlp = layer.mlp
-            h = _rms_norm(x, layer.post_attention_layernorm)
+            h = layer.post_attention_layernorm(x)
             x = x + F.linear(F.silu(F.linear(h, mlp.gate_proj.weight)) * F.linear(h, mlp.up_proj.weight),
                              mlp.down_proj.weight)
         if last < 0:  # a model without layers
             x = x[:, keep]
-        return F.linear(_rms_norm(x, self.norm), self.model.lm_head.weight)[0]
+        return F.linear(self.norm(x), self.model.lm_head.weight)[0]

@@ -162,23 +162,18 @@ class SlotCache:
         self.capacity = capacity
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
-        """Store (B, H_kv, N, D) new keys/values; return (B, H_kv, width, D) keys/values to attend to."""
-        keys, values = self.write(key_states, value_states, layer_idx)
+        """Store (B, H_kv, N, D) new keys/values at the planned columns; return (B, H_kv, width, D)
+        keys/values to attend to."""
+        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=key_states.device)
+        # (B, N) slot and column of each new token; the target view is (B, N, H_kv, D).
+        keys, values = self.put(key_states.transpose(1, 2), value_states.transpose(1, 2), layer_idx,
+                                rows[:, None].expand_as(self._columns), self._columns)
         if self._slots is None:
             return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
         if self._run is not None:
             lo, hi = self._run
             return keys[lo:hi, :, : self._width], values[lo:hi, :, : self._width]
-        rows = self._slots
         return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
-
-    def write(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int):
-        """Store (B, H_kv, N, D) new keys/values at the planned columns; returns the layer's whole
-        (S, H_kv, capacity, D) key and value buffers."""
-        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=key_states.device)
-        # (B, N) slot and column of each new token; the target view is (B, N, H_kv, D).
-        return self.put(key_states.transpose(1, 2), value_states.transpose(1, 2), layer_idx,
-                        rows[:, None].expand_as(self._columns), self._columns)
 
     def reserve(self, width: int) -> None:
         """Make room for `width` columns per slot (a forward that calls put directly, without plan)."""
@@ -439,7 +434,7 @@ class TurnSampler:
         self.cache.reserve(max(columns) + 1)
         tensor = lambda values: torch.tensor(values, dtype=torch.long, device=self.device)  # noqa: E731
         batch = PackedBatch(ids=tensor(ids), positions=tensor(positions), written=tensor(written),
-                            slots=tensor(slots), columns=tensor(columns), decode_rows=len(keys), decode_keys=keys,
+                            slots=tensor(slots), columns=tensor(columns), decode_keys=keys,
                             decode_runs=decode_chunks(keys) if keys else [], prefill=prefill)
         logits = self.lean.packed(batch, self.cache)
         if decoding:
