@@ -107,10 +107,16 @@ def test_episodes_cut_off_by_the_turn_limit_are_played_again_without_find_then_w
     asked.clear()
     vague = WarmStartConfig(episodes=2, p_use_find=1.0, p_vague_query=1.0, p_wrong_open=0.0, p_premature_answer=0.0)
     examples = build_examples([(worker, "q")], solve, vague, ["guess"], progress=False)
-    assert asked == [True, False, False] * 2
+    assert asked == [True, False] * 2  # the third attempt reuses the find-less episode
     assert [len(e.turns) for e in examples] == [5, 5] and all(e.finish_reason == "answer" for e in examples)
 
     # Where no attempt fits, the last one is kept (it is still a well-formed demonstration).
     asked.clear()
     examples = build_examples([(_LimitedWorker(limit=2), "q")], solve, cfg, ["guess"], progress=False)
-    assert asked == [True, False, False] * 3 and [e.finish_reason for e in examples] == ["tool_limit"] * 3
+    assert asked == [True, False] * 3 and [e.finish_reason for e in examples] == ["tool_limit"] * 3
+
+    # An episode drawn without find asks the oracle once for all three attempts.
+    asked.clear()
+    plain = WarmStartConfig(episodes=2, p_use_find=0.0, p_vague_query=1.0, p_wrong_open=0.0, p_premature_answer=0.0)
+    examples = build_examples([(_LimitedWorker(limit=2), "q")], solve, plain, ["guess"], progress=False)
+    assert asked == [False] * 2 and len(examples) == 2

@@ -86,14 +86,21 @@ def build_examples(
     of tool turns or context (find costs one call per page, and degradations add calls) is played
     again without find, then without added calls. Measured on the default world: half of the
     find-using episodes hit the 12-turn limit, 26% of all examples; trained on those, the policy
-    learnt to stop without answering in 40% of its rollouts."""
+    learnt to stop without answering in 40% of its rollouts.
+
+    `solve` must be deterministic (the world oracle is): its answer for a find setting is reused
+    by later attempts instead of being asked again."""
     rng = random.Random(cfg.seed)
     examples = []
     for i in tqdm(range(cfg.episodes), desc="warm start: oracle episodes", disable=not progress):
         worker, question = sources[i % len(sources)]
         use_find = rng.random() < cfg.p_use_find
+        solved = {}  # the oracle is deterministic: one call per find setting, however many attempts
         for attempt in ("as drawn", "without find", "without added calls"):
-            actions, answer = solve(worker, question, use_find and attempt == "as drawn")
+            find = use_find and attempt == "as drawn"
+            if find not in solved:
+                solved[find] = solve(worker, question, find)
+            actions, answer = solved[find]
             plain = replace(cfg, p_vague_query=0.0, p_wrong_open=0.0) if attempt == "without added calls" else cfg
             example = worker.replay(question, degrade(actions, answer, rng, plain, guesses))
             if example.finish_reason == "answer":
@@ -113,14 +120,20 @@ def sft_loss(model, batch: dict[str, torch.Tensor], obs_loss_weight: float) -> t
     return -(logprobs * weights).sum() / weights.sum().clamp(min=1)
 
 
-def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True) -> dict:
-    """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk."""
-    generator = torch.Generator().manual_seed(cfg.seed)
+def sft_optimizer(model, cfg: WarmStartConfig):
+    """AdamW with linear warm-up over `cfg.warmup_steps`, then linear decay to 5% at `cfg.steps`."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
         lambda s: min(1.0, (s + 1) / cfg.warmup_steps) * max(0.05, 1 - s / max(cfg.steps, 1)),
     )
+    return optimizer, schedule
+
+
+def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True) -> dict:
+    """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    optimizer, schedule = sft_optimizer(model, cfg)
     # Batches of similar length waste less compute on padding.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
     chunks = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]

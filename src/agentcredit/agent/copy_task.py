@@ -1,0 +1,66 @@
+"""Synthetic in-context copying: the first phase of the tiny testbed's warm start, and its probe.
+
+Every answer of the synthetic world except a count (a name, a town, a title) is written only in
+observations, so a base policy has to copy it out of its context; so does every search for a bridge
+entity. Copying from a place found by content needs an induction head, and the tiny model does not
+grow one from the warm start's search episodes in the 15-minute budget: their copy targets are a
+few tokens per 1,500. On rows made of nothing but copies it does, after a plateau of a few hundred
+steps (`scripts/probe_copying.py` measures it).
+
+Two tasks on random token ids:
+- `offset`: a span of `span_max` ids, then the same span again. The copy is always the same
+  distance back, so one head can learn it from relative position alone.
+- `content`: noise of 0..`noise` ids, a span of `span_min`..`span_max` ids, then the span again.
+  The distance varies, so the earlier occurrence must be found by content.
+The loss is on the repeated span after its first token (the first cannot be predicted).
+"""
+
+from __future__ import annotations
+
+import torch
+
+FIRST_ID = 3  # ids below are pad / eos / special in the tiny tokenizer; copy rows never draw them
+PAD_ID = 0
+
+
+def copy_batch(task: str, batch_size: int, pool: int, span_min: int, span_max: int, noise: int,
+               generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Rows `noise | span | span` of ids in [FIRST_ID, FIRST_ID + pool), right-padded with PAD_ID;
+    loss_mask is 1 on the second span's tokens after its first."""
+    if task not in ("offset", "content"):
+        raise ValueError(f"unknown copy task {task!r}; use offset or content")
+    if not 2 <= span_min <= span_max:
+        raise ValueError(f"need 2 <= span_min <= span_max, got {span_min}, {span_max}")
+    rows, masks = [], []
+    for _ in range(batch_size):
+        if task == "offset":
+            span_len, noise_len = span_max, 0
+        else:
+            span_len = int(torch.randint(span_min, span_max + 1, (1,), generator=generator))
+            noise_len = int(torch.randint(0, noise + 1, (1,), generator=generator))
+        ids = torch.randint(FIRST_ID, FIRST_ID + pool, (noise_len + span_len,), generator=generator)
+        rows.append(torch.cat([ids, ids[noise_len:]]))
+        masks.append(torch.cat([torch.zeros(noise_len + span_len + 1), torch.ones(span_len - 1)]))
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((batch_size, width), PAD_ID, dtype=torch.long)  # (B, L)
+    attention_mask = torch.zeros(batch_size, width, dtype=torch.long)
+    loss_mask = torch.zeros(batch_size, width)
+    for i, (row, mask) in enumerate(zip(rows, masks)):
+        input_ids[i, : len(row)] = row
+        attention_mask[i, : len(row)] = 1
+        loss_mask[i, : len(mask)] = mask
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "loss_mask": loss_mask}
+
+
+@torch.no_grad()
+def copy_accuracy(model, batch: dict[str, torch.Tensor]) -> tuple[float, float]:
+    """(mean loss, token accuracy) of greedy predictions on the batch's loss positions."""
+    was_training = model.training
+    model.eval()
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
+    targets = batch["input_ids"][:, 1:]
+    keep = batch["loss_mask"][:, 1:].bool()
+    loss = torch.nn.functional.cross_entropy(logits[keep], targets[keep])
+    accuracy = (logits.argmax(-1)[keep] == targets[keep]).float().mean()
+    model.train(was_training)
+    return float(loss), float(accuracy)
