@@ -1,10 +1,10 @@
 """How fast a tiny-model config learns to copy out of its context, as one JSON line.
 
     python scripts/probe_copying.py                          # conf/model/tiny.yaml sizes
-    python scripts/probe_copying.py --steps 1200 -- model.num_layers=3 model.hidden_size=256
+    python scripts/probe_copying.py --tasks content --steps 400 -- model.num_layers=3
 
 What it measures: how many steps of the warm start's optimiser (`warmstart.sft_optimizer`) a
-model config needs to copy out of its context, on the two synthetic tasks of `agent/copy_task.py`,
+model config needs to copy out of its context, on the two synthetic tasks of `models/copy_task.py`,
 each from fresh weights: `offset` (the copy sits a fixed distance back, as the question's entity
 does for the first query) and `content` (the distance varies, so the earlier occurrence must be
 found by content, as a name on a page must be for a query or an answer). Accuracy is per token on
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from agentcredit.agent.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
+from agentcredit.models.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
 from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, sft_optimizer
 from agentcredit.evaluate import compose_config
 from agentcredit.models.tiny import build_tiny_model
@@ -70,7 +70,7 @@ def probe(task: str, model_cfg, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="offset,content")
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=WarmStartConfig.lr)
     parser.add_argument("--pool", type=int, default=2000, help="distinct token ids drawn (the tiny tokenizer has about 2,200)")

@@ -1,9 +1,9 @@
-"""agent/copy_task.py: the two copy tasks are laid out as documented; scripts/probe_copying.py learns one."""
+"""models/copy_task.py: the two copy tasks are laid out as documented; scripts/probe_copying.py learns one."""
 
 import pytest
 import torch
 
-from agentcredit.agent import copy_task
+from agentcredit.models import copy_task
 from test_scripts import run_json
 
 

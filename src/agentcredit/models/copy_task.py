@@ -1,17 +1,16 @@
-"""Synthetic in-context copying: the first phase of the tiny testbed's warm start, and its probe.
+"""Synthetic in-context copying rows: what `scripts/probe_copying.py` trains a model config on.
 
 Every answer of the synthetic world except a count (a name, a town, a title) is written only in
-observations, so a base policy has to copy it out of its context; so does every search for a bridge
-entity. Copying from a place found by content needs an induction head, and the tiny model does not
-grow one from the warm start's search episodes in the 15-minute budget: their copy targets are a
-few tokens per 1,500. On rows made of nothing but copies it does, after a plateau of a few hundred
-steps (`scripts/probe_copying.py` measures it).
+observations, so a base policy has to copy it out of its context, and so does every search for a
+bridge entity. These rows measure that skill apart from the search task.
 
 Two tasks on random token ids:
 - `offset`: a span of `span_max` ids, then the same span again. The copy is always the same
-  distance back, so one head can learn it from relative position alone.
+  distance back, so one head can learn it from relative position alone. This is the copy the
+  tiny policy does learn: the question's entity into its first query.
 - `content`: noise of 0..`noise` ids, a span of `span_min`..`span_max` ids, then the span again.
-  The distance varies, so the earlier occurrence must be found by content.
+  The distance varies, so the earlier occurrence must be found by its content (an induction head),
+  as a name on a page must be for a query or an answer.
 The loss is on the repeated span after its first token (the first cannot be predicted).
 """
 
