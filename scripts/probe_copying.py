@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from agentcredit.models.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
 from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, sft_optimizer
 from agentcredit.evaluate import compose_config
+from agentcredit.models.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
 from agentcredit.models.tiny import build_tiny_model
 
 
@@ -89,10 +89,18 @@ def main() -> None:
     if args.pool + FIRST_ID > model_cfg.vocab_size:
         parser.error(f"--pool {args.pool} needs a vocabulary of at least {args.pool + FIRST_ID} (model.vocab_size={model_cfg.vocab_size})")
     tasks = [t for t in args.tasks.split(",") if t]
+    if not tasks or set(tasks) - {"offset", "content"}:
+        parser.error(f"--tasks {args.tasks!r}: use offset, content or both (comma-separated)")
+    if not 2 <= args.span_min <= args.span_max or args.steps < 1 or args.eval_every < 1:
+        parser.error("need 2 <= --span-min <= --span-max, --steps >= 1 and --eval-every >= 1")
+    try:
+        curves = {task: probe(task, model_cfg, args) for task in tasks}
+    except ValueError as error:  # a model override the tiny builder rejects
+        parser.error(str(error))
     result = {
         "model": {k: model_cfg[k] for k in ("architecture", "hidden_size", "num_layers", "num_heads", "intermediate_size")},
         "steps": args.steps, "batch_size": args.batch_size, "pool": args.pool, "chance_loss": round(math.log(args.pool), 3),
-        "tasks": {task: probe(task, model_cfg, args) for task in tasks},
+        "tasks": curves,
     }
     print(json.dumps(result), flush=True)
 

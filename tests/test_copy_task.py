@@ -1,10 +1,13 @@
 """models/copy_task.py: the two copy tasks are laid out as documented; scripts/probe_copying.py learns one."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from agentcredit.models import copy_task
-from test_scripts import run_json
+from test_scripts import ROOT, run_json
 
 
 def test_offset_rows_repeat_a_fixed_span_and_score_its_tail():
@@ -47,3 +50,13 @@ def test_the_tiny_model_learns_the_fixed_offset_copy():
     assert out["tasks"]["offset"]["final_token_accuracy"] >= 0.9
     assert [point["step"] for point in out["tasks"]["offset"]["curve"]] == [50, 100]
     assert out["chance_loss"] == pytest.approx(7.601, abs=1e-3)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tasks", "pointer"], "--tasks 'pointer'"),
+    (["--", "model.num_heads=3"], "must be divisible"),
+])
+def test_bad_probe_arguments_are_one_line_errors(args, message):
+    done = subprocess.run([sys.executable, "scripts/probe_copying.py", "--steps", "1", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
