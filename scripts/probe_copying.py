@@ -3,12 +3,12 @@
     python scripts/probe_copying.py                          # conf/model/tiny.yaml sizes
     python scripts/probe_copying.py --tasks content --steps 400 -- model.num_layers=3
 
-What it measures: how many steps of the warm start's optimiser (`warmstart.sft_optimizer`) a
-model config needs to copy out of its context, on the two synthetic tasks of `models/copy_task.py`,
-each from fresh weights: `offset` (the copy sits a fixed distance back, as the question's entity
-does for the first query) and `content` (the distance varies, so the earlier occurrence must be
-found by content, as a name on a page must be for a query or an answer). Accuracy is per token on
-a held-out batch; `chance_loss` is ln(pool).
+What it measures: how many steps of the warm start's optimiser and update
+(`warmstart.sft_optimizer`, `sft_step`) a model config needs to copy out of its context, on the two
+synthetic tasks of `models/copy_task.py`, each from fresh weights: `offset` (the copy sits a fixed
+distance back, as the question's entity does for the first query) and `content` (the distance
+varies, so the earlier occurrence must be found by content, as a name on a page must be for a
+query or an answer). Accuracy is per token on a held-out batch; `chance_loss` is ln(pool).
 """
 
 import argparse
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, sft_optimizer
+from agentcredit.agent.warmstart import WarmStartConfig, sft_optimizer, sft_step
 from agentcredit.evaluate import compose_config
 from agentcredit.models.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
 from agentcredit.models.tiny import build_tiny_model
@@ -53,12 +53,7 @@ def probe(task: str, model_cfg, args) -> dict:
     curve, tokens, start = [], 0, time.time()
     for step in range(1, args.steps + 1):
         batch = copy_batch(task, args.batch_size, *shape, generator)
-        loss = sft_loss(model, batch, obs_loss_weight=0.0)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+        sft_step(model, batch, optimizer, schedule, obs_loss_weight=0.0)
         tokens += int(batch["attention_mask"].sum())
         if step % args.eval_every == 0 or step == args.steps:
             eval_loss, accuracy = copy_accuracy(model, evaluation)

@@ -130,6 +130,17 @@ def sft_optimizer(model, cfg: WarmStartConfig):
     return optimizer, schedule
 
 
+def sft_step(model, batch: dict[str, torch.Tensor], optimizer, schedule, obs_loss_weight: float) -> float:
+    """One clipped update on `sft_loss`; returns the loss."""
+    loss = sft_loss(model, batch, obs_loss_weight)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    return float(loss.detach())
+
+
 def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True) -> dict:
     """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk."""
     generator = torch.Generator().manual_seed(cfg.seed)
@@ -143,13 +154,7 @@ def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConf
     for step in bar:
         chunk = chunks[int(torch.randint(len(chunks), (1,), generator=generator))]
         batch = pad_batch([examples[i] for i in chunk], pad_id)
-        loss = sft_loss(model, batch, cfg.obs_loss_weight)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
+        losses.append(sft_step(model, batch, optimizer, schedule, cfg.obs_loss_weight))
         if step % 10 == 0:
             bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
     model.eval()
