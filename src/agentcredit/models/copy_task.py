@@ -17,6 +17,7 @@ The loss is on the repeated span after its first token (the first cannot be pred
 from __future__ import annotations
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 FIRST_ID = 3  # ids below are pad / eos / special in the tiny tokenizer; copy rows never draw them
 PAD_ID = 0
@@ -40,14 +41,9 @@ def copy_batch(task: str, batch_size: int, pool: int, span_min: int, span_max: i
         ids = torch.randint(FIRST_ID, FIRST_ID + pool, (noise_len + span_len,), generator=generator)
         rows.append(torch.cat([ids, ids[noise_len:]]))
         masks.append(torch.cat([torch.zeros(noise_len + span_len + 1), torch.ones(span_len - 1)]))
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((batch_size, width), PAD_ID, dtype=torch.long)  # (B, L)
-    attention_mask = torch.zeros(batch_size, width, dtype=torch.long)
-    loss_mask = torch.zeros(batch_size, width)
-    for i, (row, mask) in enumerate(zip(rows, masks)):
-        input_ids[i, : len(row)] = row
-        attention_mask[i, : len(row)] = 1
-        loss_mask[i, : len(mask)] = mask
+    input_ids = pad_sequence(rows, batch_first=True, padding_value=PAD_ID)  # (B, L)
+    attention_mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True)
+    loss_mask = pad_sequence(masks, batch_first=True)
     return {"input_ids": input_ids, "attention_mask": attention_mask, "loss_mask": loss_mask}
 
 
