@@ -70,6 +70,21 @@ def test_cache_key_keeps_old_entries_at_the_default_and_changes_with_aux_worlds(
     assert base_policy_key(legacy, components) == plain_key
 
 
+def test_cache_key_ignores_copy_windows_while_they_are_off(setup):
+    cfg, components = setup
+    plain_key = base_policy_key(cfg, components)
+    # A config from before the copy-window settings existed keeps its cache entry.
+    legacy = compose_config([*TINY, *SMALL_WORLD, *(f"~warmstart.{k}" for k in
+                                                   ("copy_steps", "copy_mix", "copy_batch_size", "copy_context_tokens"))])
+    assert base_policy_key(legacy, components) == plain_key
+    # Their sizes only count once a copy phase or mix is on.
+    assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_context_tokens=32"]), components) == plain_key
+    on = compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_steps=10"])
+    on_wider = compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_steps=10", "warmstart.copy_context_tokens=32"])
+    assert len({plain_key, base_policy_key(on, components), base_policy_key(on_wider, components)}) == 3
+    assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_mix=8"]), components) != plain_key
+
+
 class _LimitedWorker:
     """Replays turn texts like RolloutWorker.replay, ending at `limit` tool calls without an answer."""
 

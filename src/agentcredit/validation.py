@@ -95,6 +95,7 @@ def missing_values(node, prefix: str = "") -> list[str]:
 
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.rollout import RolloutConfig
+    from agentcredit.agent.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
 
@@ -107,6 +108,8 @@ def validate_config(cfg: DictConfig) -> None:
         _check_ignored_values(ignored)
         browser_kwargs(plain(cfg.env))
         RolloutConfig(**plain(cfg.rollout))
+        if "warmstart" in cfg:
+            WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
     ref = credit.get("reference_path")

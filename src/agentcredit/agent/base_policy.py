@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import torch
 
+from agentcredit.agent.copy_windows import copy_windows
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.agent.warmstart import WarmStartConfig, build_examples, train_sft
 from agentcredit.paths import cache_dir, stable_hash
@@ -23,6 +24,17 @@ INFO = "info.json"
 # Bump when the warm-start recipe changes in a way the config does not show.
 # 2: episodes cut off by the rollout limits are played again without find (warmstart.build_examples).
 RECIPE_VERSION = 2
+# Warm-start settings added after caches existed, with the value that means "not used".
+LATER_SETTINGS_OFF = {"aux_worlds": 0, "copy_steps": 0, "copy_mix": 0}
+COPY_WINDOW_SETTINGS = ("copy_batch_size", "copy_context_tokens")  # read only when copy_steps or copy_mix is on
+
+
+def warmstart_key_settings(warmstart: dict) -> dict:
+    """The warm-start settings the cache key covers: later settings left out while they are off,
+    so that caches built before they existed stay valid."""
+    copy_on = bool(warmstart.get("copy_steps") or warmstart.get("copy_mix"))
+    return {k: v for k, v in warmstart.items()
+            if LATER_SETTINGS_OFF.get(k, object()) != v and (copy_on or k not in COPY_WINDOW_SETTINGS)}
 
 
 def base_policy_key(cfg, components) -> str:
@@ -35,8 +47,7 @@ def base_policy_key(cfg, components) -> str:
         "world": components.datamodule.world.hash,
         "env": plain(cfg.env),
         "model": model,
-        # aux_worlds came later; at its default 0 it is left out so existing caches stay valid.
-        "warmstart": {k: v for k, v in plain(cfg.warmstart).items() if not (k == "aux_worlds" and v == 0)},
+        "warmstart": warmstart_key_settings(plain(cfg.warmstart)),
         "rollout": {k: plain(cfg.rollout)[k] for k in ("max_tool_turns", "max_obs_tokens", "max_context_tokens")},
         # The vocabulary itself, not just its size: a changed tokenizer recipe must not reuse old weights.
         "vocab": stable_hash(sorted(components.tokenizer.get_vocab().items())),
@@ -114,9 +125,13 @@ def build_base_policy(cfg, components, progress: bool = True) -> dict:
     guesses = sorted({d.title for d in components.corpus.documents})
     examples = build_examples(sources, oracle, ws, guesses, progress)
     pad_id = components.tokenizer.pad_token_id
-    stats = train_sft(components.policy, examples, pad_id, ws, progress)
+    windows = []
+    if ws.copy_steps or ws.copy_mix:
+        decode = components.tokenizer.decode
+        windows = [w for example in examples for w in copy_windows(example, ws.copy_context_tokens, decode)]
+    stats = train_sft(components.policy, examples, pad_id, ws, progress, windows)
     mean_len = sum(len(e.input_ids) for e in examples) / len(examples)
     unanswered = sum(e.finish_reason != "answer" for e in examples)
-    return {**stats, "examples": len(examples), "examples_without_answer": unanswered, "mean_tokens": mean_len,
+    return {**stats, "examples": len(examples), "copy_windows": len(windows), "examples_without_answer": unanswered, "mean_tokens": mean_len,
             "total_seconds": time.time() - start}
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
 from agentcredit.agent.protocol import render_answer, render_tool_call
@@ -45,7 +46,21 @@ class WarmStartConfig:
     p_use_find: float = 0.5  # per episode: the oracle locates facts with find (else reads the opened page)
     search_topn: int = 3  # the oracle's topn: fewer results keep training sequences short
     aux_worlds: int = 0  # extra synthetic worlds (same knobs, seeds world.seed+1..) whose questions the episodes also draw on
+    copy_steps: int = 0  # first phase: steps on copy windows alone (agent/copy_windows.py); 0 skips it
+    copy_batch_size: int = 64
+    copy_context_tokens: int = 48  # tokens before a copying turn that its window keeps
+    copy_mix: int = 0  # copy windows added to every episode step, so the episodes do not erase the skill
     seed: int = 0
+
+    def __post_init__(self):
+        for name in ("episodes", "steps", "batch_size", "copy_batch_size", "copy_context_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"warmstart.{name} must be an integer >= 1, got {value!r}")
+        for name in ("copy_steps", "copy_mix", "aux_worlds"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"warmstart.{name} must be an integer >= 0, got {value!r}")
 
 
 def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: WarmStartConfig, guesses: Sequence[str]) -> list[str]:
@@ -130,9 +145,12 @@ def sft_optimizer(model, cfg: WarmStartConfig):
     return optimizer, schedule
 
 
-def sft_step(model, batch: dict[str, torch.Tensor], optimizer, schedule, obs_loss_weight: float) -> float:
-    """One clipped update on `sft_loss`; returns the loss."""
+def sft_step(model, batch: dict[str, torch.Tensor], optimizer, schedule, obs_loss_weight: float,
+             extra: dict[str, torch.Tensor] | None = None) -> float:
+    """One clipped update on `sft_loss` (plus the policy-token loss of an `extra` batch); returns the loss."""
     loss = sft_loss(model, batch, obs_loss_weight)
+    if extra is not None:
+        loss = loss + sft_loss(model, extra, 0.0)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -141,9 +159,50 @@ def sft_step(model, batch: dict[str, torch.Tensor], optimizer, schedule, obs_los
     return float(loss.detach())
 
 
-def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True) -> dict:
-    """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk."""
+def window_batch(windows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad (input_ids, loss_mask) windows into the batch layout `sft_loss` reads."""
+    ids = [torch.tensor(i, dtype=torch.long) for i, _ in windows]
+    return {
+        "input_ids": pad_sequence(ids, batch_first=True, padding_value=pad_id),
+        "attention_mask": pad_sequence([torch.ones_like(i) for i in ids], batch_first=True),
+        "loss_mask": pad_sequence([torch.tensor(m, dtype=torch.float32) for _, m in windows], batch_first=True),
+    }
+
+
+def sample_windows(windows, n: int, generator: torch.Generator) -> list:
+    return [windows[int(i)] for i in torch.randint(len(windows), (n,), generator=generator)]
+
+
+def train_copy_phase(model, windows, pad_id: int, cfg: WarmStartConfig, generator: torch.Generator, progress: bool) -> dict:
+    """First phase: `cfg.copy_steps` steps on copy windows alone, with their own learning-rate schedule.
+
+    Why alone: the tiny model learns to copy a name it has just read only after a plateau of several
+    hundred steps made of nothing but such turns (scripts/probe_copying.py shows the same plateau on
+    random tokens); in whole episodes they are a few tokens in 1,500 and the plateau is never left."""
+    if not windows:
+        raise ValueError("warmstart.copy_steps > 0 but no episode has a turn that copies out of its context")
+    optimizer, schedule = sft_optimizer(model, replace(cfg, steps=cfg.copy_steps))
+    model.train()
+    start, losses = time.time(), []
+    bar = tqdm(range(cfg.copy_steps), desc="warm start: copy windows", disable=not progress)
+    for step in bar:
+        batch = window_batch(sample_windows(windows, cfg.copy_batch_size, generator), pad_id)
+        losses.append(sft_step(model, batch, optimizer, schedule, 0.0))
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
+    return {"copy_final_loss": sum(losses[-20:]) / max(len(losses[-20:]), 1), "copy_seconds": time.time() - start}
+
+
+def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True,
+              windows: Sequence[tuple[list[int], list[int]]] = ()) -> dict:
+    """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk.
+
+    With `cfg.copy_steps`, a phase on copy `windows` alone comes first; with `cfg.copy_mix`, every
+    episode step also learns from that many windows (loss of the episodes + loss of the windows)."""
     generator = torch.Generator().manual_seed(cfg.seed)
+    if cfg.copy_mix and not windows:
+        raise ValueError("warmstart.copy_mix > 0 but no episode has a turn that copies out of its context")
+    copy_stats = train_copy_phase(model, windows, pad_id, cfg, generator, progress) if cfg.copy_steps else {}
     optimizer, schedule = sft_optimizer(model, cfg)
     # Batches of similar length waste less compute on padding.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
@@ -154,8 +213,10 @@ def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConf
     for step in bar:
         chunk = chunks[int(torch.randint(len(chunks), (1,), generator=generator))]
         batch = pad_batch([examples[i] for i in chunk], pad_id)
-        losses.append(sft_step(model, batch, optimizer, schedule, cfg.obs_loss_weight))
+        mixed = window_batch(sample_windows(windows, cfg.copy_mix, generator), pad_id) if cfg.copy_mix else None
+        losses.append(sft_step(model, batch, optimizer, schedule, cfg.obs_loss_weight, mixed))
         if step % 10 == 0:
             bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
     model.eval()
-    return {"final_loss": sum(losses[-20:]) / max(len(losses[-20:]), 1), "seconds": time.time() - start, "steps": cfg.steps}
+    return {"final_loss": sum(losses[-20:]) / max(len(losses[-20:]), 1), "seconds": time.time() - start, "steps": cfg.steps,
+            **copy_stats}
