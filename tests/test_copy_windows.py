@@ -112,10 +112,10 @@ def small_model(seed=0):
                                         num_key_value_heads=2, intermediate_size=32))
 
 
-def test_window_batch_right_pads_ids_and_masks():
-    from agentcredit.agent.warmstart import window_batch
+def test_pad_rows_right_pads_ids_and_masks():
+    from agentcredit.agent.trajectory import pad_rows
 
-    batch = window_batch([([5, 6, 7], [0, 1, 1]), ([8, 9], [0, 1])], pad_id=0)
+    batch = pad_rows([([5, 6, 7], [0, 1, 1]), ([8, 9], [0, 1])], pad_id=0)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 9, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
     assert batch["loss_mask"].tolist() == [[0, 1, 1], [0, 1, 0]]
@@ -124,10 +124,11 @@ def test_window_batch_right_pads_ids_and_masks():
 def test_a_mixed_step_optimises_the_sum_of_both_losses():
     import torch
 
-    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, sft_optimizer, sft_step, window_batch
+    from agentcredit.agent.trajectory import pad_rows
+    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, sft_optimizer, sft_step
 
-    episodes = window_batch([([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1])], pad_id=0)
-    windows = window_batch([([7, 8, 9], [0, 1, 1]), ([3, 4], [0, 1])], pad_id=0)
+    episodes = pad_rows([([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1])], pad_id=0)
+    windows = pad_rows([([7, 8, 9], [0, 1, 1]), ([3, 4], [0, 1])], pad_id=0)
     model = small_model()
     with torch.no_grad():
         expected = float(sft_loss(model, episodes, 0.0) + sft_loss(model, windows, 0.0))
@@ -138,7 +139,8 @@ def test_a_mixed_step_optimises_the_sum_of_both_losses():
 def test_copy_phase_learns_its_windows_and_reports_its_loss():
     import torch
 
-    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, train_copy_phase, window_batch
+    from agentcredit.agent.trajectory import pad_rows
+    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, train_copy_phase
 
     # Each window ends by repeating its second token four positions later: an offset copy, which a
     # one-layer model learns in a few dozen steps.
@@ -148,7 +150,7 @@ def test_copy_phase_learns_its_windows_and_reports_its_loss():
         a, b, c = (int(x) for x in torch.randint(10, 40, (3,), generator=generator))
         windows.append(([2, a, b, c, 2, a], [0, 0, 0, 0, 0, 1]))
     model = small_model()
-    batch = window_batch(windows, pad_id=0)
+    batch = pad_rows(windows, pad_id=0)
     with torch.no_grad():
         before = float(sft_loss(model, batch, 0.0))
     cfg = WarmStartConfig(copy_steps=150, copy_batch_size=32, lr=1e-2, warmup_steps=10)

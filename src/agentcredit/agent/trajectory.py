@@ -14,9 +14,10 @@ policy did not sample (prompt, chat-template pieces, observations).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY
 
@@ -95,4 +96,15 @@ def pad_batch(trajectories: list[Trajectory], pad_id: int) -> dict[str, torch.Te
     }
 
 
-__all__ = ["Trajectory", "pad_batch", "ANSWER_TURN", "NON_POLICY"]
+def pad_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad bare (input_ids, loss_mask) rows, such as warm-start copy windows, into the
+    input_ids / attention_mask / loss_mask layout `pad_batch` gives trajectories."""
+    ids = [torch.as_tensor(i, dtype=torch.long) for i, _ in rows]
+    return {
+        "input_ids": pad_sequence(ids, batch_first=True, padding_value=pad_id),  # (N, L)
+        "attention_mask": pad_sequence([torch.ones_like(i) for i in ids], batch_first=True),  # (N, L)
+        "loss_mask": pad_sequence([torch.as_tensor(m, dtype=torch.float32) for _, m in rows], batch_first=True),  # (N, L)
+    }
+
+
+__all__ = ["Trajectory", "pad_batch", "pad_rows", "ANSWER_TURN", "NON_POLICY"]

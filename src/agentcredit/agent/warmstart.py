@@ -20,12 +20,11 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutWorker
-from agentcredit.agent.trajectory import Trajectory, pad_batch
+from agentcredit.agent.trajectory import Trajectory, pad_batch, pad_rows
 from agentcredit.env.types import ToolCall
 from agentcredit.lit.logprobs import token_logprobs
 from agentcredit.world.types import Question
@@ -159,16 +158,6 @@ def sft_step(model, batch: dict[str, torch.Tensor], optimizer, schedule, obs_los
     return float(loss.detach())
 
 
-def window_batch(windows: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad (input_ids, loss_mask) windows into the batch layout `sft_loss` reads."""
-    ids = [torch.tensor(i, dtype=torch.long) for i, _ in windows]
-    return {
-        "input_ids": pad_sequence(ids, batch_first=True, padding_value=pad_id),
-        "attention_mask": pad_sequence([torch.ones_like(i) for i in ids], batch_first=True),
-        "loss_mask": pad_sequence([torch.tensor(m, dtype=torch.float32) for _, m in windows], batch_first=True),
-    }
-
-
 def sample_windows(windows, n: int, generator: torch.Generator) -> list:
     return [windows[int(i)] for i in torch.randint(len(windows), (n,), generator=generator)]
 
@@ -182,15 +171,28 @@ def train_copy_phase(model, windows, pad_id: int, cfg: WarmStartConfig, generato
     if not windows:
         raise ValueError("warmstart.copy_steps > 0 but no episode has a turn that copies out of its context")
     optimizer, schedule = sft_optimizer(model, replace(cfg, steps=cfg.copy_steps))
+
+    def next_batch():
+        return pad_rows(sample_windows(windows, cfg.copy_batch_size, generator), pad_id), None
+
     model.train()
+    final_loss, seconds = run_sft_steps(model, next_batch, cfg.copy_steps, optimizer, schedule, 0.0,
+                                        "warm start: copy windows", progress)
+    return {"copy_final_loss": final_loss, "copy_seconds": seconds}
+
+
+def run_sft_steps(model, next_batch, steps: int, optimizer, schedule, obs_loss_weight: float, desc: str,
+                  progress: bool) -> tuple[float, float]:
+    """`steps` updates on the (batch, extra batch or None) pairs `next_batch()` draws, with a
+    progress bar; returns (mean loss over the last 20 steps, seconds)."""
     start, losses = time.time(), []
-    bar = tqdm(range(cfg.copy_steps), desc="warm start: copy windows", disable=not progress)
+    bar = tqdm(range(steps), desc=desc, disable=not progress)
     for step in bar:
-        batch = window_batch(sample_windows(windows, cfg.copy_batch_size, generator), pad_id)
-        losses.append(sft_step(model, batch, optimizer, schedule, 0.0))
+        batch, extra = next_batch()
+        losses.append(sft_step(model, batch, optimizer, schedule, obs_loss_weight, extra))
         if step % 10 == 0:
             bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
-    return {"copy_final_loss": sum(losses[-20:]) / max(len(losses[-20:]), 1), "copy_seconds": time.time() - start}
+    return sum(losses[-20:]) / max(len(losses[-20:]), 1), time.time() - start
 
 
 def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConfig, progress: bool = True,
@@ -207,16 +209,14 @@ def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConf
     # Batches of similar length waste less compute on padding.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
     chunks = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
-    model.train()
-    start, losses = time.time(), []
-    bar = tqdm(range(cfg.steps), desc="warm start: supervised steps", disable=not progress)
-    for step in bar:
+
+    def next_batch():
         chunk = chunks[int(torch.randint(len(chunks), (1,), generator=generator))]
-        batch = pad_batch([examples[i] for i in chunk], pad_id)
-        mixed = window_batch(sample_windows(windows, cfg.copy_mix, generator), pad_id) if cfg.copy_mix else None
-        losses.append(sft_step(model, batch, optimizer, schedule, cfg.obs_loss_weight, mixed))
-        if step % 10 == 0:
-            bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
+        mixed = pad_rows(sample_windows(windows, cfg.copy_mix, generator), pad_id) if cfg.copy_mix else None
+        return pad_batch([examples[i] for i in chunk], pad_id), mixed
+
+    model.train()
+    final_loss, seconds = run_sft_steps(model, next_batch, cfg.steps, optimizer, schedule, cfg.obs_loss_weight,
+                                        "warm start: supervised steps", progress)
     model.eval()
-    return {"final_loss": sum(losses[-20:]) / max(len(losses[-20:]), 1), "seconds": time.time() - start, "steps": cfg.steps,
-            **copy_stats}
+    return {"final_loss": final_loss, "seconds": seconds, "steps": cfg.steps, **copy_stats}

@@ -17,7 +17,8 @@ The loss is on the repeated span after its first token (the first cannot be pred
 from __future__ import annotations
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
+
+from agentcredit.agent.trajectory import pad_rows
 
 FIRST_ID = 3  # ids below are pad / eos / special in the tiny tokenizer; copy rows never draw them
 PAD_ID = 0
@@ -41,10 +42,7 @@ def copy_batch(task: str, batch_size: int, pool: int, span_min: int, span_max: i
         ids = torch.randint(FIRST_ID, FIRST_ID + pool, (noise_len + span_len,), generator=generator)
         rows.append(torch.cat([ids, ids[noise_len:]]))
         masks.append(torch.cat([torch.zeros(noise_len + span_len + 1), torch.ones(span_len - 1)]))
-    input_ids = pad_sequence(rows, batch_first=True, padding_value=PAD_ID)  # (B, L)
-    attention_mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True)
-    loss_mask = pad_sequence(masks, batch_first=True)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "loss_mask": loss_mask}
+    return pad_rows(list(zip(rows, masks)), PAD_ID)
 
 
 @torch.no_grad()
