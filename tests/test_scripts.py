@@ -30,7 +30,7 @@ def test_world_check_prints_its_line():
 def test_eval_policy_prints_success_and_format():
     out = run_json("scripts/eval_policy.py", "--n", "4", "--split", "val", "--", *TINY_MODEL)
     assert out["n"] == 4 and 0 <= out["success"] <= 1 and 0 <= out["format_valid"] <= 1
-    assert 0 <= out["well_formed_turns"] <= 1
+    assert 0 <= out["well_formed_turns"] <= 1 and 0 <= out["answer_kind_match"] <= 1
 
 
 def test_bench_rollout_prints_both_rates_from_one_run():

@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
+from agentcredit.world.answer_prior import answer_kind_match
 from agentcredit.world.types import Question
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -56,6 +57,8 @@ def summarise(trajectories: Sequence[Trajectory], questions: Sequence[Question],
         "success": sum(correct) / max(n, 1),
         "format_valid": sum(bool(t.diagnostics.get("answer_format_valid")) for t in trajectories) / max(n, 1),
         "well_formed_turns": 1 - invalid / max(turns, 1),
+        # Of the rollouts that answer: a number exactly where the gold answer is one ("how many", "what year").
+        "answer_kind_match": answer_kind_match([t.answer for t in trajectories], [q.answer for q in questions]),
         "mean_tool_calls": sum(tool_calls) / max(n, 1),
         "max_tool_calls": max(tool_calls, default=0),
         "per_template": {k: sum(v) / len(v) for k, v in sorted(per_template.items())},

@@ -1,0 +1,89 @@
+"""How much reward a policy can collect without reading: answers guessed from what a question asks for.
+
+A counting question asks for a count, and in the default world most counts are 1 or 2; a policy that
+recognises the kind of question and guesses a typical answer scores on it without searching. This
+module measures that floor-without-reading (the "answer prior") so that a base policy's success,
+and what credit methods gain over it, can be read against it:
+
+    python scripts/answer_prior.py --split val --n 200
+
+The kind of a question is what its program ends in: the last hop's relation (`creator`, `born`,
+`population`, ...) or its last operation (`count`, `argmax`, `argmin`, `where`). It is a function of
+the question alone (the text is rendered from the program), so a policy could in principle know it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Sequence
+
+from agentcredit.env.reward import normalize_answer
+from agentcredit.world.types import Question
+
+
+def asked_for(question: Question) -> str | None:
+    """The kind of answer a synthetic question asks for; None for questions without a program (user data)."""
+    program = (question.meta or {}).get("program")
+    if not program:
+        return None
+    last = program[-1]
+    if last.get("op") == "hop":
+        return str(last.get("rel"))
+    return str(last.get("op"))
+
+
+def answer_prior(train: Sequence[Question], questions: Sequence[Question]) -> dict:
+    """Success on `questions` of two policies that never read, both knowing each question's kind:
+
+    `mode_success`: always answer the most frequent training answer of that kind;
+    `sampled_success`: sample an answer from the training answers of that kind (what a policy that
+    has learnt only the answer distribution gets at temperature 1), in expectation.
+    Answers are compared as the reward compares them (normalised exact match). A kind with no
+    training question scores 0; questions without a kind are counted in `without_kind`."""
+    by_kind: dict[str, Counter] = defaultdict(Counter)
+    for question in train:
+        kind = asked_for(question)
+        if kind is not None:
+            by_kind[kind][normalize_answer(question.answer)] += 1
+    per_kind: dict[str, dict] = {}
+    without_kind = 0
+    for question in questions:
+        kind = asked_for(question)
+        if kind is None:
+            without_kind += 1
+            continue
+        answers = by_kind.get(kind, Counter())
+        total = sum(answers.values())
+        gold = normalize_answer(question.answer)
+        mode = answers.most_common(1)[0][0] if answers else None
+        row = per_kind.setdefault(kind, {"n": 0, "mode": mode, "mode_correct": 0, "sampled_correct": 0.0})
+        row["n"] += 1
+        row["mode_correct"] += int(mode is not None and gold == mode)
+        row["sampled_correct"] += answers[gold] / total if total else 0.0
+    n = len(questions)
+    return {
+        "n": n,
+        "mode_success": sum(r["mode_correct"] for r in per_kind.values()) / max(n, 1),
+        "sampled_success": sum(r["sampled_correct"] for r in per_kind.values()) / max(n, 1),
+        "without_kind": without_kind,
+        "kinds": {
+            kind: {"n": r["n"], "mode": r["mode"], "mode_success": r["mode_correct"] / r["n"],
+                   "sampled_success": r["sampled_correct"] / r["n"]}
+            for kind, r in sorted(per_kind.items(), key=lambda kv: -kv[1]["n"])
+        },
+    }
+
+
+def is_number(answer: str) -> bool:
+    return normalize_answer(answer).replace(" ", "").isdigit()
+
+
+def answer_kind_match(answers: Sequence[str | None], golds: Sequence[str]) -> float:
+    """Share of given answers that are a number exactly when the gold answer is one: whether a policy
+    at least answers a "how many" or "what year" question with a number and the others with a name.
+    Missing answers (None) are left out; 0.0 when there are none."""
+    pairs = [(a, g) for a, g in zip(answers, golds) if a is not None]
+    return sum(is_number(a) == is_number(g) for a, g in pairs) / len(pairs) if pairs else 0.0
+
+
+__all__ = ["asked_for", "answer_prior", "answer_kind_match", "is_number"]
