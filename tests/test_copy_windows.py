@@ -4,7 +4,7 @@ Token ids here are character codes, so a window's text can be read off by eye.""
 
 import pytest
 
-from agentcredit.agent.copy_windows import copied_text, copy_windows, policy_turn_spans
+from agentcredit.agent.copy_windows import copied_text, copy_windows, policy_turn_spans, turn_windows
 from agentcredit.agent.trajectory import Trajectory
 from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY
 
@@ -96,6 +96,21 @@ def test_turn_whose_name_lies_outside_the_context_is_left_out():
     assert copy_windows(t, 5, decode) == []
 
 
+def test_turn_windows_start_at_the_turn_before():
+    t = trajectory(PROMPT, EPISODE)
+    spans = policy_turn_spans(t)
+    windows = turn_windows(t)
+    assert len(windows) == 4
+    # The first turn's window is the whole prefix (prompt with the question); later windows start
+    # where the turn before them starts, so they hold that turn and the observation after it.
+    firsts = [0, spans[0][0], spans[1][0], spans[2][0]]
+    for (ids, mask), first, (start, end) in zip(windows, firsts, spans):
+        assert ids == t.input_ids[first:end]
+        assert mask == [0] * (start - first) + [1] * (end - start)
+    assert decode(windows[3][0]) == OPEN + "Bo Kim lives in Oslo. Born 1949.|<answer>Oslo</answer>"
+    assert decode(windows[0][0]) == PROMPT + search("Oak Cup")
+
+
 def test_context_must_be_positive():
     with pytest.raises(ValueError, match="copy_context_tokens"):
         copy_windows(trajectory(PROMPT, EPISODE), 0, decode)
@@ -140,7 +155,7 @@ def test_copy_phase_learns_its_windows_and_reports_its_loss():
     import torch
 
     from agentcredit.agent.trajectory import pad_rows
-    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, train_copy_phase
+    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, train_window_phase
 
     # Each window ends by repeating its second token four positions later: an offset copy, which a
     # one-layer model learns in a few dozen steps.
@@ -153,12 +168,12 @@ def test_copy_phase_learns_its_windows_and_reports_its_loss():
     batch = pad_rows(windows, pad_id=0)
     with torch.no_grad():
         before = float(sft_loss(model, batch, 0.0))
-    cfg = WarmStartConfig(copy_steps=150, copy_batch_size=32, lr=1e-2, warmup_steps=10)
-    stats = train_copy_phase(model, windows, 0, cfg, torch.Generator().manual_seed(1), progress=False)
+    cfg = WarmStartConfig(window_steps=150, window_batch_size=32, lr=1e-2, warmup_steps=10)
+    stats = train_window_phase(model, windows, 0, cfg, torch.Generator().manual_seed(1), progress=False)
     with torch.no_grad():
         after = float(sft_loss(model, batch, 0.0))
     assert before > 3.0 and after < 0.5 * before, (before, after)
-    assert stats["copy_final_loss"] < before and stats["copy_seconds"] > 0
+    assert stats["window_final_loss"] < before and stats["window_seconds"] > 0
 
 
 def test_copy_settings_without_windows_or_with_bad_values_are_clear_errors():
@@ -167,19 +182,23 @@ def test_copy_settings_without_windows_or_with_bad_values_are_clear_errors():
     from agentcredit.agent.warmstart import WarmStartConfig, train_sft
 
     model = small_model()
-    with pytest.raises(ValueError, match="copy_steps > 0 but no episode"):
-        train_sft(model, [], 0, WarmStartConfig(copy_steps=5), progress=False)
-    with pytest.raises(ValueError, match="copy_mix > 0 but no episode"):
-        train_sft(model, [], 0, WarmStartConfig(copy_mix=4), progress=False)
-    with pytest.raises(ValueError, match="warmstart.copy_mix must be an integer >= 0, got -1"):
-        WarmStartConfig(copy_mix=-1)
-    with pytest.raises(ValueError, match="warmstart.copy_batch_size must be an integer >= 1, got 0"):
-        WarmStartConfig(copy_batch_size=0)
+    with pytest.raises(ValueError, match="window_steps > 0 but the episodes gave no turn windows"):
+        train_sft(model, [], 0, WarmStartConfig(window_steps=5, window_mix=0), progress=False)
+    with pytest.raises(ValueError, match="window_mix > 0 but the episodes gave no turn windows"):
+        train_sft(model, [], 0, WarmStartConfig(window_steps=0, window_mix=4), progress=False)
+    with pytest.raises(ValueError, match="warmstart.window_mix must be an integer >= 0, got -1"):
+        WarmStartConfig(window_mix=-1)
+    with pytest.raises(ValueError, match="warmstart.window_batch_size must be an integer >= 1, got 0"):
+        WarmStartConfig(window_batch_size=0)
+    with pytest.raises(ValueError, match=r"warmstart.window_kind must be one of \['turn', 'copy'\], got 'pages'"):
+        WarmStartConfig(window_kind="pages")
+    with pytest.raises(ValueError, match="warmstart.answer_loss_weight must be a number > 0, got 0"):
+        WarmStartConfig(answer_loss_weight=0)
 
 
 def test_bad_warmstart_value_is_a_one_line_config_error():
     from agentcredit.evaluate import compose_config
     from agentcredit.validation import ConfigError, validate_config
 
-    with pytest.raises(ConfigError, match=r"^warmstart.copy_steps must be an integer >= 0, got -3$"):
-        validate_config(compose_config(["warmstart.copy_steps=-3"]))
+    with pytest.raises(ConfigError, match=r"^warmstart.window_steps must be an integer >= 0, got -3$"):
+        validate_config(compose_config(["warmstart.window_steps=-3"]))

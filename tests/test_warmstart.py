@@ -70,19 +70,37 @@ def test_cache_key_keeps_old_entries_at_the_default_and_changes_with_aux_worlds(
     assert base_policy_key(legacy, components) == plain_key
 
 
-def test_cache_key_ignores_copy_windows_while_they_are_off(setup):
+OFF = ["warmstart.window_steps=0", "warmstart.window_mix=0", "warmstart.goal_notes=false",
+       "warmstart.guess_by_kind=false", "warmstart.answer_loss_weight=1.0"]
+LATER_KEYS = ("window_steps", "window_mix", "window_kind", "window_batch_size", "copy_context_tokens", "goal_notes",
+              "guess_by_kind", "answer_loss_weight")
+
+
+def test_cache_key_leaves_out_later_settings_while_they_are_off(setup):
     cfg, components = setup
-    plain_key = base_policy_key(cfg, components)
-    # A config from before the copy-window settings existed keeps its cache entry.
-    legacy = compose_config([*TINY, *SMALL_WORLD, *(f"~warmstart.{k}" for k in
-                                                   ("copy_steps", "copy_mix", "copy_batch_size", "copy_context_tokens"))])
-    assert base_policy_key(legacy, components) == plain_key
-    # Their sizes only count once a copy phase or mix is on.
-    assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_context_tokens=32"]), components) == plain_key
-    on = compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_steps=10"])
-    on_wider = compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_steps=10", "warmstart.copy_context_tokens=32"])
-    assert len({plain_key, base_policy_key(on, components), base_policy_key(on_wider, components)}) == 3
-    assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, "warmstart.copy_mix=8"]), components) != plain_key
+    off_key = base_policy_key(compose_config([*TINY, *SMALL_WORLD, *OFF]), components)
+    # A config from before these settings existed keeps its cache entry: with all of them off the key is the same.
+    legacy = compose_config([*TINY, *SMALL_WORLD, *(f"~warmstart.{k}" for k in LATER_KEYS)])
+    assert base_policy_key(legacy, components) == off_key
+    # Window sizes and kind count only while windows are on.
+    for extra in ("warmstart.window_kind=copy", "warmstart.window_batch_size=8", "warmstart.copy_context_tokens=32"):
+        assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, *OFF, extra]), components) == off_key
+    # Each setting changes the key once it is on; the default (all on) differs from all off.
+    keys = {base_policy_key(cfg, components), off_key}
+    for extra in ("warmstart.window_steps=10", "warmstart.window_mix=8", "warmstart.goal_notes=true",
+                  "warmstart.guess_by_kind=true", "warmstart.answer_loss_weight=2.0"):
+        keys.add(base_policy_key(compose_config([*TINY, *SMALL_WORLD, *OFF, extra]), components))
+    assert len(keys) == 7
+
+
+def test_copy_context_counts_only_for_copy_windows(setup):
+    _, components = setup
+    turn = [*TINY, *SMALL_WORLD, "warmstart.window_kind=turn"]
+    assert base_policy_key(compose_config(turn), components) == base_policy_key(
+        compose_config([*turn, "warmstart.copy_context_tokens=32"]), components)
+    copy = [*TINY, *SMALL_WORLD, "warmstart.window_kind=copy"]
+    assert len({base_policy_key(compose_config(turn), components), base_policy_key(compose_config(copy), components),
+                base_policy_key(compose_config([*copy, "warmstart.copy_context_tokens=32"]), components)}) == 3
 
 
 class _LimitedWorker:

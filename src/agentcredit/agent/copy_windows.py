@@ -1,4 +1,7 @@
-"""Short training windows that end in a turn copying a name out of the last observation (or the question).
+"""Short training windows for the warm start, each ending in one policy turn with loss on it alone.
+
+`turn_windows`: every turn, after the turn before it. `copy_windows`: turns copying a name out of
+the last observation (or the question), after the tokens just before them.
 
 The tiny testbed's hardest step is writing a name it has just read: the bridge entity of a find
 result as the next search query, or the answer read off the last page. Trained on whole episodes
@@ -67,5 +70,21 @@ def copy_windows(trajectory: Trajectory, context_tokens: int, decode: Callable[[
         copied = copied_text(trajectory.turn_texts[k], source)
         if copied is None or copied not in context:
             continue
+        windows.append((trajectory.input_ids[first:end], [0] * (start - first) + [1] * (end - start)))
+    return windows
+
+
+def turn_windows(trajectory: Trajectory) -> list[tuple[list[int], list[int]]]:
+    """(input_ids, loss_mask) windows, one per policy turn: from the start of the turn before it (the
+    start of the sequence for the first turn, so the prompt and question are in) to its end, with
+    loss on the turn only.
+
+    What they teach is what a turn needs from just before it: the first turn's goal note and query
+    from the question, each later note from the note one turn back, the next call from the last
+    observation, the answer from the last note (warmstart.goal_note)."""
+    spans = policy_turn_spans(trajectory)
+    windows = []
+    for k, (start, end) in enumerate(spans):
+        first = spans[k - 1][0] if k else 0
         windows.append((trajectory.input_ids[first:end], [0] * (start - first) + [1] * (end - start)))
     return windows

@@ -5,6 +5,11 @@ setup's base policy with a short supervised stage. The oracle's episodes are deg
 (vague queries, wrong opens, premature answers) so that the resulting policy is an imperfect
 searcher whose groups of 8 rollouts are mixed: the regime where credit assignment matters.
 
+The searcher also writes a one-line note at the start of every turn naming what the question asks
+for (`goal_note`, e.g. "Goal: count."), a turn's private reasoning in the protocol's terms, and a
+premature answer guesses a training answer of the question's kind. Both exist because the tiny model
+does not condition on a question 1,000+ tokens back within the budget; see `goal_note`.
+
 Departure from the papers: they start RL from a pretrained search policy without any supervised
 stage; here the supervised stage *is* how the testbed gets a base policy at all.
 
@@ -25,6 +30,7 @@ from tqdm.auto import tqdm
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.agent.trajectory import Trajectory, pad_batch, pad_rows
+from agentcredit.credit.tokens import ANSWER_TURN
 from agentcredit.env.types import ToolCall
 from agentcredit.lit.logprobs import token_logprobs
 from agentcredit.world.types import Question
@@ -33,9 +39,9 @@ from agentcredit.world.types import Question
 @dataclass
 class WarmStartConfig:
     episodes: int = 1000  # oracle episodes rendered into training sequences
-    steps: int = 300
+    steps: int = 250
     batch_size: int = 8
-    lr: float = 3e-3
+    lr: float = 1e-2  # 3e-3 left the first goal note at chance (13% right); 1e-2 gave 26%
     weight_decay: float = 0.01
     warmup_steps: int = 30
     obs_loss_weight: float = 0.0  # weight of the language-model loss on observations (0.3 measured no better)
@@ -45,25 +51,52 @@ class WarmStartConfig:
     p_use_find: float = 0.5  # per episode: the oracle locates facts with find (else reads the opened page)
     search_topn: int = 3  # the oracle's topn: fewer results keep training sequences short
     aux_worlds: int = 0  # extra synthetic worlds (same knobs, seeds world.seed+1..) whose questions the episodes also draw on
-    copy_steps: int = 0  # first phase: steps on copy windows alone (agent/copy_windows.py); 0 skips it
-    copy_batch_size: int = 64
-    copy_context_tokens: int = 48  # tokens before a copying turn that its window keeps
-    copy_mix: int = 0  # copy windows added to every episode step, so the episodes do not erase the skill
+    window_kind: str = "turn"  # turn: each turn after the one before it | copy: turns that copy a name (agent/copy_windows.py)
+    window_steps: int = 250  # first phase: steps on windows alone; 0 skips it
+    window_batch_size: int = 32
+    copy_context_tokens: int = 48  # window_kind=copy: tokens before a copying turn that its window keeps
+    window_mix: int = 16  # windows added to every episode step, so the episodes do not erase what they taught
+    goal_notes: bool = True  # every turn starts with a note naming what the question asks for ("Goal: count.")
+    guess_by_kind: bool = True  # premature answers guess a training answer of the question's kind, not any page title
+    answer_loss_weight: float = 4.0  # weight of the answer turn's tokens in the episode loss
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("episodes", "steps", "batch_size", "copy_batch_size", "copy_context_tokens"):
+        for name in ("episodes", "steps", "batch_size", "window_batch_size", "copy_context_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"warmstart.{name} must be an integer >= 1, got {value!r}")
-        for name in ("copy_steps", "copy_mix", "aux_worlds"):
+        for name in ("window_steps", "window_mix", "aux_worlds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"warmstart.{name} must be an integer >= 0, got {value!r}")
+        if self.window_kind not in WINDOW_KINDS:
+            raise ValueError(f"warmstart.window_kind must be one of {list(WINDOW_KINDS)}, got {self.window_kind!r}")
+        if not isinstance(self.answer_loss_weight, (int, float)) or self.answer_loss_weight <= 0:
+            raise ValueError(f"warmstart.answer_loss_weight must be a number > 0, got {self.answer_loss_weight!r}")
 
 
-def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: WarmStartConfig, guesses: Sequence[str]) -> list[str]:
-    """Turn texts of an imperfect searcher built from an oracle episode."""
+WINDOW_KINDS = ("turn", "copy")
+
+
+def goal_note(question) -> str:
+    """The note the warm start's searcher writes at the start of every turn: what the question asks
+    for, e.g. "Goal: count.". Empty for questions without a program (user data).
+
+    Why: the tiny policy does not condition its answer on a question 1,000+ tokens back (answers are
+    numbers exactly where the gold is one in 54% of rollouts, as often as for a policy blind to the
+    question). A note in every turn moves that information next to each decision: the first note
+    is read off the question just before it, each later note off the note one turn back, and the
+    answer off the last note."""
+    from agentcredit.world.answer_prior import asked_for
+
+    kind = asked_for(question) if isinstance(question, Question) else None
+    return f"Goal: {kind}.\n" if kind else ""
+
+
+def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: WarmStartConfig, guesses: Sequence[str],
+            note: str = "") -> list[str]:
+    """Turn texts of an imperfect searcher built from an oracle episode; `note` starts every turn."""
     turns: list[str] = []
     for call in actions:
         if call.name == "browser.search" and rng.random() < cfg.p_vague_query:
@@ -78,19 +111,23 @@ def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: W
                 turns.append(render_tool_call(ToolCall(call.name, {**call.arguments, "id": wrong})))
         turns.append(render_tool_call(call))
     if rng.random() < cfg.p_premature_answer and len(turns) > 1 and guesses:
-        turns = turns[: rng.randint(1, len(turns) - 1)]
-        return turns + [render_answer(rng.choice(guesses))]
-    return turns + [render_answer(answer)]
+        turns = turns[: rng.randint(1, len(turns) - 1)] + [render_answer(rng.choice(guesses))]
+    else:
+        turns = turns + [render_answer(answer)]
+    return [note + turn for turn in turns]
 
 
 def build_examples(
     sources: Sequence[tuple[RolloutWorker, Question]],
     solve: Callable[[RolloutWorker, Question, bool], tuple[Sequence[ToolCall], str]],
     cfg: WarmStartConfig,
-    guesses: Sequence[str],
+    guesses: Sequence[str] | Callable[[Question], Sequence[str]],
     progress: bool = True,
 ) -> list[Trajectory]:
     """Render `cfg.episodes` degraded oracle episodes as trajectories, cycling over `sources`.
+
+    `guesses` are the premature answers to draw from, or a function giving them for a question.
+    With `cfg.goal_notes` every turn starts with the question's `goal_note`.
 
     `solve(worker, question, use_find)` plays the oracle. Each source pairs a question with the
     worker (hence the environment) of its own world, so that auxiliary worlds' questions are
@@ -109,6 +146,8 @@ def build_examples(
     for i in tqdm(range(cfg.episodes), desc="warm start: oracle episodes", disable=not progress):
         worker, question = sources[i % len(sources)]
         use_find = rng.random() < cfg.p_use_find
+        note = goal_note(question) if cfg.goal_notes else ""
+        pool = guesses(question) if callable(guesses) else guesses
         solved = {}  # the oracle is deterministic: one call per find setting, however many attempts
         for attempt in ("as drawn", "without find", "without added calls"):
             find = use_find and attempt == "as drawn"
@@ -116,16 +155,19 @@ def build_examples(
                 solved[find] = solve(worker, question, find)
             actions, answer = solved[find]
             plain = replace(cfg, p_vague_query=0.0, p_wrong_open=0.0) if attempt == "without added calls" else cfg
-            example = worker.replay(question, degrade(actions, answer, rng, plain, guesses))
+            example = worker.replay(question, degrade(actions, answer, rng, plain, pool, note))
             if example.finish_reason == "answer":
                 break
         examples.append(example)
     return examples
 
 
-def sft_loss(model, batch: dict[str, torch.Tensor], obs_loss_weight: float) -> torch.Tensor:
-    """Cross-entropy on policy tokens, plus `obs_loss_weight` on the other (observation, prompt) tokens."""
+def sft_loss(model, batch: dict[str, torch.Tensor], obs_loss_weight: float, answer_weight: float = 1.0) -> torch.Tensor:
+    """Cross-entropy on policy tokens, plus `obs_loss_weight` on the other (observation, prompt) tokens;
+    the answer turn's tokens weigh `answer_weight` (needs the batch's `turn_ids`)."""
     policy = batch["loss_mask"][:, 1:]
+    if answer_weight != 1.0:
+        policy = policy * torch.where(batch["turn_ids"][:, 1:] == ANSWER_TURN, answer_weight, 1.0)
     weights = policy + obs_loss_weight * batch["attention_mask"][:, 1:].float() * (1 - policy)  # (B, L-1)
     # With no weight on observations only policy positions need the vocabulary projection, which is
     # about a third of the step on the tiny model (its output layer is half its parameters).
@@ -145,9 +187,9 @@ def sft_optimizer(model, cfg: WarmStartConfig):
 
 
 def sft_step(model, batch: dict[str, torch.Tensor], optimizer, schedule, obs_loss_weight: float,
-             extra: dict[str, torch.Tensor] | None = None) -> float:
+             extra: dict[str, torch.Tensor] | None = None, answer_weight: float = 1.0) -> float:
     """One clipped update on `sft_loss` (plus the policy-token loss of an `extra` batch); returns the loss."""
-    loss = sft_loss(model, batch, obs_loss_weight)
+    loss = sft_loss(model, batch, obs_loss_weight, answer_weight)
     if extra is not None:
         loss = loss + sft_loss(model, extra, 0.0)
     optimizer.zero_grad(set_to_none=True)
@@ -162,34 +204,35 @@ def sample_windows(windows, n: int, generator: torch.Generator) -> list:
     return [windows[int(i)] for i in torch.randint(len(windows), (n,), generator=generator)]
 
 
-def train_copy_phase(model, windows, pad_id: int, cfg: WarmStartConfig, generator: torch.Generator, progress: bool) -> dict:
-    """First phase: `cfg.copy_steps` steps on copy windows alone, with their own learning-rate schedule.
+def train_window_phase(model, windows, pad_id: int, cfg: WarmStartConfig, generator: torch.Generator, progress: bool) -> dict:
+    """First phase: `cfg.window_steps` steps on windows alone, with their own learning-rate schedule.
 
-    Why alone: the tiny model learns to copy a name it has just read only after a plateau of several
-    hundred steps made of nothing but such turns (scripts/probe_copying.py shows the same plateau on
-    random tokens); in whole episodes they are a few tokens in 1,500 and the plateau is never left."""
+    Why alone: in whole episodes a turn's dependence on what came just before it (the question, the
+    note one turn back, a name on the page) is a few tokens in 1,500, and the tiny model does not
+    pick it up within the budget (scripts/probe_copying.py shows the plateau copying has to get
+    past); short windows made of nothing but such turns teach it in a few hundred steps."""
     if not windows:
-        raise ValueError("warmstart.copy_steps > 0 but no episode has a turn that copies out of its context")
-    optimizer, schedule = sft_optimizer(model, replace(cfg, steps=cfg.copy_steps))
+        raise ValueError(f"warmstart.window_steps > 0 but the episodes gave no {cfg.window_kind} windows")
+    optimizer, schedule = sft_optimizer(model, replace(cfg, steps=cfg.window_steps))
 
     def next_batch():
-        return pad_rows(sample_windows(windows, cfg.copy_batch_size, generator), pad_id), None
+        return pad_rows(sample_windows(windows, cfg.window_batch_size, generator), pad_id), None
 
     model.train()
-    final_loss, seconds = run_sft_steps(model, next_batch, cfg.copy_steps, optimizer, schedule, 0.0,
-                                        "warm start: copy windows", progress)
-    return {"copy_final_loss": final_loss, "copy_seconds": seconds}
+    final_loss, seconds = run_sft_steps(model, next_batch, cfg.window_steps, optimizer, schedule, 0.0,
+                                        f"warm start: {cfg.window_kind} windows", progress)
+    return {"window_final_loss": final_loss, "window_seconds": seconds}
 
 
 def run_sft_steps(model, next_batch, steps: int, optimizer, schedule, obs_loss_weight: float, desc: str,
-                  progress: bool) -> tuple[float, float]:
+                  progress: bool, answer_weight: float = 1.0) -> tuple[float, float]:
     """`steps` updates on the (batch, extra batch or None) pairs `next_batch()` draws, with a
     progress bar; returns (mean loss over the last 20 steps, seconds)."""
     start, losses = time.time(), []
     bar = tqdm(range(steps), desc=desc, disable=not progress)
     for step in bar:
         batch, extra = next_batch()
-        losses.append(sft_step(model, batch, optimizer, schedule, obs_loss_weight, extra))
+        losses.append(sft_step(model, batch, optimizer, schedule, obs_loss_weight, extra, answer_weight))
         if step % 10 == 0:
             bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.3f}")
     return sum(losses[-20:]) / max(len(losses[-20:]), 1), time.time() - start
@@ -199,12 +242,12 @@ def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConf
               windows: Sequence[tuple[list[int], list[int]]] = ()) -> dict:
     """Plain supervised loop (no Lightning): it runs once, before RL, and is cached on disk.
 
-    With `cfg.copy_steps`, a phase on copy `windows` alone comes first; with `cfg.copy_mix`, every
+    With `cfg.window_steps`, a phase on `windows` alone comes first; with `cfg.window_mix`, every
     episode step also learns from that many windows (loss of the episodes + loss of the windows)."""
     generator = torch.Generator().manual_seed(cfg.seed)
-    if cfg.copy_mix and not windows:
-        raise ValueError("warmstart.copy_mix > 0 but no episode has a turn that copies out of its context")
-    copy_stats = train_copy_phase(model, windows, pad_id, cfg, generator, progress) if cfg.copy_steps else {}
+    if cfg.window_mix and not windows:
+        raise ValueError(f"warmstart.window_mix > 0 but the episodes gave no {cfg.window_kind} windows")
+    window_stats = train_window_phase(model, windows, pad_id, cfg, generator, progress) if cfg.window_steps else {}
     optimizer, schedule = sft_optimizer(model, cfg)
     # Batches of similar length waste less compute on padding.
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].input_ids))
@@ -212,11 +255,11 @@ def train_sft(model, examples: list[Trajectory], pad_id: int, cfg: WarmStartConf
 
     def next_batch():
         chunk = chunks[int(torch.randint(len(chunks), (1,), generator=generator))]
-        mixed = pad_rows(sample_windows(windows, cfg.copy_mix, generator), pad_id) if cfg.copy_mix else None
+        mixed = pad_rows(sample_windows(windows, cfg.window_mix, generator), pad_id) if cfg.window_mix else None
         return pad_batch([examples[i] for i in chunk], pad_id), mixed
 
     model.train()
     final_loss, seconds = run_sft_steps(model, next_batch, cfg.steps, optimizer, schedule, cfg.obs_loss_weight,
-                                        "warm start: supervised steps", progress)
+                                        "warm start: supervised steps", progress, cfg.answer_loss_weight)
     model.eval()
-    return {"final_loss": final_loss, "seconds": seconds, "steps": cfg.steps, **copy_stats}
+    return {"final_loss": final_loss, "seconds": seconds, "steps": cfg.steps, **window_stats}

@@ -1,0 +1,97 @@
+"""Warm-start goal notes, kind-true guesses and the answer-turn loss weight, on hand-built inputs."""
+
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from agentcredit.agent.base_policy import guesses_by_kind
+from agentcredit.agent.protocol import parse_turn, render_answer, render_tool_call
+from agentcredit.agent.warmstart import WarmStartConfig, build_examples, degrade, goal_note, sft_loss
+from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY
+from agentcredit.env.types import ToolCall
+from agentcredit.world.types import Question
+
+
+def question(answer, last, qid="q"):
+    meta = {"program": [{"op": "start", "entity": "org1"}, last]} if last else {}
+    return Question(qid, "How many?", answer, "COUNTING_FILTERED" if last else "USER", meta=meta)
+
+
+COUNT = {"op": "count"}
+CREATOR = {"op": "hop", "rel": "creator"}
+SEARCH = ToolCall("browser.search", {"query": "Harbor Press"})
+OPEN = ToolCall("browser.open", {"id": 0})
+CLEAN = dict(p_vague_query=0.0, p_wrong_open=0.0)
+
+
+def test_goal_note_names_what_the_question_asks_for():
+    assert goal_note(question("2", COUNT)) == "Goal: count.\n"
+    assert goal_note(question("Ann Lee", CREATOR)) == "Goal: creator.\n"
+    assert goal_note(question("Ann Lee", None)) == ""  # user data: no program, no note
+    assert goal_note("q") == ""
+
+
+def test_every_turn_starts_with_the_note_and_still_parses():
+    cfg = WarmStartConfig(**CLEAN, p_premature_answer=0.0)
+    turns = degrade([SEARCH, OPEN], "2", random.Random(0), cfg, ["x"], note="Goal: count.\n")
+    assert turns == ["Goal: count.\n" + render_tool_call(SEARCH), "Goal: count.\n" + render_tool_call(OPEN),
+                     "Goal: count.\n" + render_answer("2")]
+    parsed = [parse_turn(t) for t in turns]
+    assert [p.kind for p in parsed] == ["tool", "tool", "answer"] and parsed[2].answer == "2"
+    # A premature answer carries the note too; without a note the turns are as before.
+    early = degrade([SEARCH, OPEN], "2", random.Random(0), WarmStartConfig(**CLEAN, p_premature_answer=1.0), ["7"],
+                    note="Goal: count.\n")
+    assert early == ["Goal: count.\n" + render_tool_call(SEARCH), "Goal: count.\n" + render_answer("7")]
+    assert degrade([SEARCH], "2", random.Random(0), cfg, ["x"]) == [render_tool_call(SEARCH), render_answer("2")]
+
+
+def test_guesses_come_from_training_answers_of_the_same_kind():
+    train = [question("1", COUNT), question("1", COUNT), question("2", COUNT), question("Ann Lee", CREATOR),
+             question("Bo", None)]
+    guesses = guesses_by_kind(train, ["Harbor Press"])
+    assert guesses(question("3", COUNT)) == ["1", "1", "2"]  # repeats kept: guesses follow the frequencies
+    assert guesses(question("x", CREATOR)) == ["Ann Lee"]
+    assert guesses(question("1970", {"op": "hop", "rel": "born"})) == ["Harbor Press"]  # no such kind in training
+    assert guesses(question("x", None)) == ["Harbor Press"]
+
+
+class _ReplayingWorker:
+    def replay(self, q, turns):
+        return SimpleNamespace(turns=list(turns), finish_reason="answer")
+
+
+def test_build_examples_writes_notes_and_draws_guesses_per_question():
+    def solve(worker, q, use_find):
+        return [SEARCH, OPEN], q.answer
+
+    count, creator = question("2", COUNT, "a"), question("Ann Lee", CREATOR, "b")
+    pools = {"a": ["1"], "b": ["Cy Dahl"]}
+    cfg = WarmStartConfig(episodes=2, **CLEAN, p_premature_answer=1.0, goal_notes=True)
+    examples = build_examples([(_ReplayingWorker(), count), (_ReplayingWorker(), creator)], solve, cfg,
+                              lambda q: pools[q.id], progress=False)
+    assert examples[0].turns[-1] == "Goal: count.\n" + render_answer("1")
+    assert examples[1].turns[-1] == "Goal: creator.\n" + render_answer("Cy Dahl")
+    assert all(t.startswith("Goal: ") for e in examples for t in e.turns)
+    off = build_examples([(_ReplayingWorker(), count)], solve, WarmStartConfig(episodes=1, **CLEAN, p_premature_answer=0.0,
+                                                                                goal_notes=False), ["x"], progress=False)
+    assert off[0].turns == [render_tool_call(SEARCH), render_tool_call(OPEN), render_answer("2")]
+
+
+def test_answer_weight_scales_the_answer_turns_tokens_in_the_mean():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                         num_key_value_heads=2, intermediate_size=32))
+    ids = torch.randint(0, 30, (1, 8))
+    loss_mask = torch.tensor([[0, 0, 1, 1, 0, 0, 1, 1]], dtype=torch.float32)
+    turn_ids = torch.tensor([[NON_POLICY, NON_POLICY, 0, 0, NON_POLICY, NON_POLICY, ANSWER_TURN, ANSWER_TURN]])
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": loss_mask, "turn_ids": turn_ids}
+    logits = model(input_ids=ids).logits[:, :-1]
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")[0]  # (7,)
+    # Targets 2, 3 (turn 0) weigh 1, targets 6, 7 (the answer) weigh 4: (n2 + n3 + 4 n6 + 4 n7) / 10.
+    expected = (nll[1] + nll[2] + 4 * nll[5] + 4 * nll[6]) / 10
+    assert torch.allclose(sft_loss(model, batch, 0.0, answer_weight=4.0), expected, atol=1e-6)
+    assert torch.allclose(sft_loss(model, batch, 0.0), (nll[1] + nll[2] + nll[5] + nll[6]) / 4, atol=1e-6)
