@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agentcredit.credit.grpo import outcome_advantages
+from agentcredit.credit.grpo import group_signal_shares, outcome_advantages
 from agentcredit.credit.prover import is_eligible, segment_advantage, shortest_successful, validate_segment
 
 ONE_SUCCESS = torch.tensor([1.1, 0.1, 0.1, 0.1])  # correct+format, then three format-only answers
@@ -33,6 +33,17 @@ def test_outcome_rejects_bad_input():
         outcome_advantages(ONE_SUCCESS, "rank")
     with pytest.raises(ValueError, match="non-empty 1-D"):
         outcome_advantages(torch.zeros(2, 2))
+
+
+def test_group_signal_shares_by_hand():
+    # Group 0: one right among format-only answers (signal, mixed). Group 1: all format-only, rewards
+    # equal in float32 (no signal). Group 2: a malformed answer among wrong ones (signal from the
+    # format score, not mixed). Group 3: all right (neither).
+    rewards = torch.tensor([1.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.0, 0.1, 1.1, 1.1], dtype=torch.float32)
+    groups = torch.tensor([0, 0, 1, 1, 2, 2, 2, 2, 3, 3])
+    assert group_signal_shares(rewards, groups) == (0.5, 0.25)
+    with pytest.raises(ValueError, match="one shape"):
+        group_signal_shares(rewards, groups[:3])
 
 
 def test_segment_advantage_eq3():

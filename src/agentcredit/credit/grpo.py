@@ -36,3 +36,23 @@ def outcome_advantages(rewards: Tensor, scale: str = "std") -> Tensor:
     if std <= STD_TOLERANCE:
         return torch.zeros_like(rewards)
     return centred / std if scale == "std" else centred
+
+
+def group_signal_shares(rewards: Tensor, groups: Tensor, correct_score: float = 1.0) -> tuple[float, float]:
+    """Over the prompt groups of a step: the share whose outcome advantages are not all 0 (rewards
+    spread by more than STD_TOLERANCE, e.g. a malformed answer among wrong ones), and the share that
+    hold both a correct (reward >= correct_score) and an incorrect rollout. A group with neither
+    gives GRPO no gradient; the second share is how often a group's answers disagree.
+
+    rewards: (N,) terminal rewards; groups: (N,) group index of each rollout."""
+    if rewards.shape != groups.shape or rewards.dim() != 1 or rewards.numel() == 0:
+        raise ValueError(f"rewards and groups must be non-empty 1-D tensors of one shape, got {tuple(rewards.shape)} "
+                         f"and {tuple(groups.shape)}")
+    ids = groups.unique()
+    spread = mixed = 0
+    for g in ids:
+        r = rewards[groups == g].double()
+        spread += int(r.std(correction=0) > STD_TOLERANCE)
+        right = r >= correct_score
+        mixed += int(bool(right.any()) and not bool(right.all()))
+    return spread / len(ids), mixed / len(ids)

@@ -20,6 +20,7 @@ import torch
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory, pad_batch
 from agentcredit.credit.config import split_credit_config
+from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group
@@ -160,6 +161,8 @@ class AgentRLModule(L.LightningModule):
             "time/update_s": t_update,
         }
         metrics.update({f"train/{k}": v for k, v in stats.items()})
+        groups = torch.tensor([t.group for t in trajectories])
+        metrics["train/groups_with_signal"], metrics["train/groups_mixed"] = group_signal_shares(rewards, groups)
         scalar_logs: dict[str, list[float]] = {}
         for logs in credit_logs:
             for key, value in logs.items():
