@@ -95,3 +95,30 @@ def test_answer_weight_scales_the_answer_turns_tokens_in_the_mean():
     expected = (nll[1] + nll[2] + 4 * nll[5] + 4 * nll[6]) / 10
     assert torch.allclose(sft_loss(model, batch, 0.0, answer_weight=4.0), expected, atol=1e-6)
     assert torch.allclose(sft_loss(model, batch, 0.0), (nll[1] + nll[2] + nll[5] + nll[6]) / 4, atol=1e-6)
+
+
+def test_reference_scores_the_gold_answer_after_the_goal_note():
+    from agentcredit.agent.chat import ChatFormat
+    from agentcredit.lit.credit_inputs import CreditInputs
+    from agentcredit.models.loading import load_policy
+
+    texts = ["Goal: count.\n<answer>2</answer>", "How many novels?"] * 50
+    _, tokenizer = load_policy({"kind": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2,
+                                "intermediate_size": 64, "vocab_size": 300, "seed": 0}, tokenizer_texts=lambda: texts)
+    chat = ChatFormat.from_tokenizer(tokenizer)
+    seen = []
+
+    def score_fn(reference, items):
+        seen.extend(items)
+        return [torch.zeros(1) for _ in items]
+
+    trajectory = SimpleNamespace(input_ids=[1, 2, 3], boundaries=[3])
+    q = question("2", COUNT)
+    CreditInputs(reference=object(), chat=chat, score_fn=score_fn, answer_reasoning=goal_note).reference_scores([trajectory], q)
+    CreditInputs(reference=object(), chat=chat, score_fn=score_fn).reference_scores([trajectory], q)
+    with_note, bare = seen[0][2], seen[1][2]
+    header = list(chat.assistant_header)
+    assert with_note == header + chat.encode("Goal: count.\n<answer>") and bare == chat.answer_opener
+    assert bare == header + chat.encode("<answer>") and with_note != bare
+    assert tokenizer.decode(with_note[len(header):]) == "Goal: count.\n<answer>"
+    assert seen[0][3] == chat.encode("2")

@@ -53,7 +53,13 @@ def build_module(cfg: DictConfig, components):
         from agentcredit.judge import build_judge
 
         segment_verifier = make_segment_verifier(build_judge(plain(cfg.judge)))
-    inputs = CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier)
+    answer_reasoning = None
+    if model_cfg.get("warm_start") and plain(cfg.warmstart).get("goal_notes"):
+        from agentcredit.agent.warmstart import goal_note
+
+        answer_reasoning = goal_note  # the warm-started reference writes its goal note before every answer
+    inputs = CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
+                          answer_reasoning=answer_reasoning)
 
     train = plain(cfg.train)
     lr = train.pop("lr", None) or model_cfg.get("rl_lr", 1e-6)

@@ -100,7 +100,12 @@ class ChatFormat:
     @property
     def answer_opener(self) -> list[int]:
         """What TRACE's reference scorer appends after S_k: a fresh assistant turn opened with <answer>."""
-        return list(self.assistant_header) + self.encode(ANSWER_OPEN)
+        return self.answer_opener_after("")
+
+    def answer_opener_after(self, reasoning: str) -> list[int]:
+        """A fresh assistant turn that starts with `reasoning` (e.g. the tiny testbed's goal note) and
+        opens <answer>: the reference is scored where it would write an answer itself."""
+        return list(self.assistant_header) + self.encode(reasoning + ANSWER_OPEN)
 
 
 def _render(tokenizer, messages, add_generation_prompt: bool) -> str:

@@ -21,16 +21,21 @@ SegmentVerifier = Callable[[list[Trajectory], Question, object, dict], tuple[Ver
 
 
 class CreditInputs:
-    def __init__(self, reference=None, chat=None, score_fn=None, segment_verifier: SegmentVerifier | None = None):
+    def __init__(self, reference=None, chat=None, score_fn=None, segment_verifier: SegmentVerifier | None = None,
+                 answer_reasoning: Callable[[Question], str] | None = None):
         self.reference = reference
         self.chat = chat
         self.score_fn = score_fn  # (reference, [(input_ids, boundaries, opener, answer)]) -> [(T+1,)]
         self.segment_verifier = segment_verifier
+        # What the reference writes before an answer, if anything (the tiny testbed's goal note): the
+        # gold answer is scored after it, as the reference would write it, not after a bare <answer>.
+        self.answer_reasoning = answer_reasoning
 
     def reference_scores(self, trajectories: list[Trajectory], question: Question) -> list[torch.Tensor]:
         if self.reference is None or self.score_fn is None:
             raise ValueError("this credit method needs reference scores but no reference scorer was set up")
-        opener = self.chat.answer_opener
+        reasoning = self.answer_reasoning(question) if self.answer_reasoning else ""
+        opener = self.chat.answer_opener_after(reasoning)
         answer = self.chat.encode(question.answer)
         items = [(t.input_ids, t.boundaries, opener, answer) for t in trajectories]
         return self.score_fn(self.reference, items)
