@@ -18,7 +18,6 @@ from agentcredit.agent.copy_windows import copy_windows, turn_windows
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.agent.warmstart import WarmStartConfig, build_examples, train_sft
 from agentcredit.paths import cache_dir, stable_hash
-from agentcredit.world.types import Question
 
 WEIGHTS = "policy.pt"
 INFO = "info.json"
@@ -123,17 +122,12 @@ def guesses_by_kind(train, fallback):
     Why: a searcher that gives up still answers a "how many" with a number. Guessing any page title
     taught the policy that any answer goes with any question (its answers were numbers exactly where
     the gold is one in 54% of rollouts); with kind-true guesses and goal notes, 80%."""
-    from agentcredit.world.answer_prior import asked_for
+    from agentcredit.world.answer_prior import answers_by_kind, asked_for
 
-    pools: dict[str, list[str]] = {}
-    for question in train:
-        kind = asked_for(question)
-        if kind is not None:
-            pools.setdefault(kind, []).append(question.answer)
+    pools = answers_by_kind(train)
 
     def guesses(question):
-        kind = asked_for(question) if isinstance(question, Question) else None
-        return pools.get(kind) or fallback
+        return pools.get(asked_for(question)) or fallback
 
     return guesses
 

@@ -90,7 +90,7 @@ def goal_note(question) -> str:
     answer off the last note."""
     from agentcredit.world.answer_prior import asked_for
 
-    kind = asked_for(question) if isinstance(question, Question) else None
+    kind = asked_for(question)
     return f"Goal: {kind}.\n" if kind else ""
 
 

@@ -39,7 +39,7 @@ def outcome_advantages(rewards: Tensor, scale: str = "std") -> Tensor:
 
 
 def group_signal_shares(rewards: Tensor, groups: Tensor, correct_score: float = 1.0) -> tuple[float, float]:
-    """Over the prompt groups of a step: the share whose outcome advantages are not all 0 (rewards
+    """Over the prompt groups of a step: the share whose `outcome_advantages` are not all 0 (rewards
     spread by more than STD_TOLERANCE, e.g. a malformed answer among wrong ones), and the share that
     hold both a correct (reward >= correct_score) and an incorrect rollout. A group with neither
     gives GRPO no gradient; the second share is how often a group's answers disagree.
@@ -51,8 +51,8 @@ def group_signal_shares(rewards: Tensor, groups: Tensor, correct_score: float = 
     ids = groups.unique()
     spread = mixed = 0
     for g in ids:
-        r = rewards[groups == g].double()
-        spread += int(r.std(correction=0) > STD_TOLERANCE)
+        r = rewards[groups == g]
+        spread += int(bool(outcome_advantages(r).ne(0).any()))
         right = r >= correct_score
         mixed += int(bool(right.any()) and not bool(right.all()))
     return spread / len(ids), mixed / len(ids)

@@ -22,14 +22,26 @@ from agentcredit.world.types import Question
 
 
 def asked_for(question: Question) -> str | None:
-    """The kind of answer a synthetic question asks for; None for questions without a program (user data)."""
-    program = (question.meta or {}).get("program")
+    """The kind of answer a synthetic question asks for; None for anything without a program (user
+    data, or a bare question id such as the warm-start tests pass)."""
+    program = (getattr(question, "meta", None) or {}).get("program")
     if not program:
         return None
     last = program[-1]
     if last.get("op") == "hop":
         return str(last.get("rel"))
     return str(last.get("op"))
+
+
+def answers_by_kind(questions: Sequence[Question]) -> dict[str, list[str]]:
+    """kind -> the answers of the questions of that kind, in order and with repeats; questions
+    without a kind are left out."""
+    answers: dict[str, list[str]] = defaultdict(list)
+    for question in questions:
+        kind = asked_for(question)
+        if kind is not None:
+            answers[kind].append(question.answer)
+    return dict(answers)
 
 
 def answer_prior(train: Sequence[Question], questions: Sequence[Question]) -> dict:
@@ -40,11 +52,7 @@ def answer_prior(train: Sequence[Question], questions: Sequence[Question]) -> di
     has learnt only the answer distribution gets at temperature 1), in expectation.
     Answers are compared as the reward compares them (normalised exact match). A kind with no
     training question scores 0; questions without a kind are counted in `without_kind`."""
-    by_kind: dict[str, Counter] = defaultdict(Counter)
-    for question in train:
-        kind = asked_for(question)
-        if kind is not None:
-            by_kind[kind][normalize_answer(question.answer)] += 1
+    by_kind = {kind: Counter(normalize_answer(a) for a in answers) for kind, answers in answers_by_kind(train).items()}
     per_kind: dict[str, dict] = {}
     without_kind = 0
     for question in questions:
@@ -86,4 +94,4 @@ def answer_kind_match(answers: Sequence[str | None], golds: Sequence[str]) -> fl
     return sum(is_number(a) == is_number(g) for a, g in pairs) / len(pairs) if pairs else 0.0
 
 
-__all__ = ["asked_for", "answer_prior", "answer_kind_match", "is_number"]
+__all__ = ["asked_for", "answers_by_kind", "answer_prior", "answer_kind_match", "is_number"]
