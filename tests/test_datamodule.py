@@ -140,9 +140,6 @@ class _Recorder(L.LightningModule):
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
-    def transfer_batch_to_device(self, batch, device, dataloader_idx):
-        return batch  # as AgentRLModule: Question records stay on the host
-
 
 def _fit(tmp_path, max_steps, ckpt_path=None) -> tuple[_Recorder, L.Trainer]:
     module = _Recorder()
@@ -151,6 +148,11 @@ def _fit(tmp_path, max_steps, ckpt_path=None) -> tuple[_Recorder, L.Trainer]:
                         default_root_dir=str(tmp_path), accelerator="cpu", devices=1)
     trainer.fit(module, datamodule=make(), ckpt_path=ckpt_path)
     return module, trainer
+
+
+def test_batches_reach_the_step_as_question_records():
+    batch = take(make(), 1)[0]
+    assert make().transfer_batch_to_device(batch, torch.device("cpu"), 0) is batch
 
 
 def test_lightning_resume_replays_the_uninterrupted_stream(tmp_path):

@@ -176,6 +176,10 @@ class QuestionDataModule(L.LightningDataModule):
             self._consumed = batch.stream_end
         return batch
 
+    def transfer_batch_to_device(self, batch: Any, device: Any, dataloader_idx: int) -> Any:
+        # Batches are Question records; the rollout moves the tensors it builds itself.
+        return batch
+
     # ----- resume ----------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:

@@ -221,9 +221,6 @@ class AgentRLModule(L.LightningModule):
             for record in self._last_samples:
                 f.write(json.dumps(record, default=float) + "\n")
 
-    def transfer_batch_to_device(self, batch, device, dataloader_idx):
-        return batch  # a list of Question records; rollouts move tensors themselves
-
     # ------------------------------------------------------------------ optimiser
     def configure_optimizers(self):
         s = self.settings
