@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="offset,content")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=64)
-    # The warm start's learning rate when the README's probe figures were measured (it is 1e-2 now).
+    # The warm start's learning rate when the probe figures in docs/testbed.md were measured (it is 1e-2 now).
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--pool", type=int, default=2000, help="distinct token ids drawn (the tiny tokenizer has about 2,200)")
     parser.add_argument("--span-min", type=int, default=6)
