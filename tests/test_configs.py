@@ -14,7 +14,7 @@ from hydra.errors import ConfigCompositionException
 from agentcredit.components import build_components
 from agentcredit.evaluate import CONF_DIR
 from agentcredit.validation import ConfigError, knob_owners, prepare_config
-from tiny_runs import TINY, cli, tiny_config
+from tiny_runs import cli, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

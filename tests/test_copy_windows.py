@@ -177,8 +177,6 @@ def test_copy_phase_learns_its_windows_and_reports_its_loss():
 
 
 def test_copy_settings_without_windows_or_with_bad_values_are_clear_errors():
-    import torch
-
     from agentcredit.agent.warmstart import WarmStartConfig, train_sft
 
     model = small_model()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import runpy
 import sys
-from pathlib import Path
 from unittest import mock
 
 import pytest

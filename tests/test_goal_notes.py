@@ -3,7 +3,6 @@
 import random
 from types import SimpleNamespace
 
-import pytest
 import torch
 
 from agentcredit.agent.base_policy import guesses_by_kind

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from agentcredit.agent.lean_forward import LeanForward, PackedBatch, lean_forward_unsupported
-from agentcredit.agent.sampling import SlotCache, TurnSampler, decode_chunks
+from agentcredit.agent.forward_plan import decode_chunks
+from agentcredit.agent.sampling import TurnSampler
+from agentcredit.agent.slot_cache import SlotCache
 from agentcredit.models.tiny import build_tiny_model
 from agentcredit.models.tokenizer import build_tiny_tokenizer
 

@@ -58,7 +58,7 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(monkeypatch):
 # ----------------------------------------------------------------------------- prefill groups
 from itertools import combinations  # noqa: E402
 
-from agentcredit.agent.sampling import prefill_groups  # noqa: E402
+from agentcredit.agent.forward_plan import prefill_groups  # noqa: E402
 
 NO_KEY_COST = 1e12  # key_scale so large that attention width adds nothing to a group's cost
 
@@ -112,7 +112,7 @@ def test_groups_cover_every_row_once_and_are_the_cheapest_cut_of_the_sorted_rows
 
 
 def test_runs_are_capped_in_length():
-    from agentcredit.agent.sampling import cheapest_runs
+    from agentcredit.agent.forward_plan import cheapest_runs
 
     # Five equal items at a high call cost would form one run; capped at 2 they form 2 + 2 + 1
     # (any cut into runs of at most 2 costs 3 calls + 5 rows; the scan keeps the first it finds).

@@ -26,7 +26,9 @@ from typing import Hashable
 
 import torch
 
+from agentcredit.agent.forward_plan import decode_chunks, prefill_groups
 from agentcredit.agent.lean_forward import LeanForward, PackedBatch, lean_forward_unsupported
+from agentcredit.agent.slot_cache import SlotCache
 
 
 @dataclass
@@ -107,8 +109,6 @@ def cache_kwarg(model) -> str:
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
-
-
 def _forward_kwargs(model) -> tuple[str, bool]:
     """(name of the cache argument, whether forward takes `logits_to_keep`)."""
     forward = getattr(model, "get_base_model", lambda: model)().forward
@@ -122,170 +122,6 @@ def _mask_dtype(model) -> torch.dtype | None:
         return None
     dtype = next(model.parameters()).dtype
     return dtype if dtype.is_floating_point else torch.float32
-
-
-class SlotCache:
-    """KV cache with one slot per row: per layer (S, H_kv, capacity, D) key and value buffers.
-
-    Slot s holds its row's first `length` tokens at columns 0..length-1. Before each forward,
-    `plan` says which slots take part and at which column each one's new tokens start; `update`
-    (called by every attention layer) writes them there and returns the keys/values up to `width`.
-    Columns past a row's length may hold stale keys; the attention mask hides them.
-    """
-
-    def __init__(self, num_slots: int):
-        self.num_slots = num_slots
-        self.keys: list[torch.Tensor] = []
-        self.values: list[torch.Tensor] = []
-        self.capacity = 0
-        self._slots: torch.Tensor | None = None  # None = every slot, in order
-        self._run: tuple[int, int] | None = None  # the slots as a range lo..hi-1, when consecutive
-        self._columns: torch.Tensor | None = None  # (B, N) column of each new token
-        self._width = 0
-
-    def plan(self, slots: torch.Tensor | None, starts: torch.Tensor, n: int) -> int:
-        """Prepare a forward of n new tokens per row starting at `starts` (B,); returns the key width."""
-        self._width = int(starts.max()) + n
-        self.reserve(self._width)
-        self._slots = slots
-        # A single row or a run of consecutive slots is read as a view of the buffers (no copy).
-        self._run = None
-        if slots is not None and bool((slots[1:] - slots[:-1] == 1).all()):
-            self._run = (int(slots[0]), int(slots[0]) + len(slots))
-        self._columns = starts[:, None] + torch.arange(n, device=starts.device)  # (B, N)
-        return self._width
-
-    def _grow(self, capacity: int) -> None:
-        for buffers in (self.keys, self.values):
-            for i, old in enumerate(buffers):
-                buffers[i] = _copied(old, None, self.capacity, capacity)
-        self.capacity = capacity
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
-        """Store (B, H_kv, N, D) new keys/values at the planned columns; return (B, H_kv, width, D)
-        keys/values to attend to."""
-        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=key_states.device)
-        # (B, N) slot and column of each new token; the target view is (B, N, H_kv, D).
-        keys, values = self.put(key_states.transpose(1, 2), value_states.transpose(1, 2), layer_idx,
-                                rows[:, None].expand_as(self._columns), self._columns)
-        if self._slots is None:
-            return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
-        if self._run is not None:
-            lo, hi = self._run
-            return keys[lo:hi, :, : self._width], values[lo:hi, :, : self._width]
-        return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
-
-    def reserve(self, width: int) -> None:
-        """Make room for `width` columns per slot (a forward that calls put directly, without plan)."""
-        if width > self.capacity:
-            # Grow geometrically so a rollout pays for O(log L) copies, not one per token.
-            self._grow(max(width, 2 * self.capacity, 64))
-
-    def put(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, slots: torch.Tensor,
-            columns: torch.Tensor):
-        """Store (..., H_kv, D) keys/values of tokens at `slots` and `columns` (both shaped like the
-        tokens' leading dims); returns the layer's whole (S, H_kv, capacity, D) buffers."""
-        if layer_idx == len(self.keys):  # first forward: buffers take the model's head shape and dtype
-            shape = (self.num_slots, key_states.shape[-2], self.capacity, key_states.shape[-1])
-            self.keys.append(key_states.new_zeros(shape))
-            self.values.append(value_states.new_zeros(shape))
-        keys, values = self.keys[layer_idx], self.values[layer_idx]
-        # Advanced indices on dims 0 and 2 put the tokens' dims first: the target is (..., H_kv, D).
-        keys[slots, :, columns] = key_states
-        values[slots, :, columns] = value_states
-        return keys, values
-
-    def keep(self, slots: torch.Tensor, used: int | None = None) -> None:
-        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order.
-        used: how many columns any kept slot holds (only those are copied; None = all)."""
-        used = self.capacity if used is None else min(used, self.capacity)
-        self.keys = [_copied(k, slots, used, self.capacity) for k in self.keys]
-        self.values = [_copied(v, slots, used, self.capacity) for v in self.values]
-        self.num_slots = int(slots.numel())
-
-
-def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacity: int) -> torch.Tensor:
-    """A (len(slots) or S, H, capacity, D) buffer holding columns :used of `slots` (None = all) of
-    `buffer`, zero past them. Zero, not uninitialised: a masked key still goes through the
-    attention arithmetic, and a stray NaN there would survive the mask."""
-    rows = buffer.shape[0] if slots is None else len(slots)
-    new = buffer.new_empty((rows, buffer.shape[1], capacity, buffer.shape[3]))
-    head = buffer[:, :, :used]
-    new[:, :, :used] = head if slots is None else head.index_select(0, slots)
-    new[:, :, used:].zero_()
-    return new
-
-
-def cheapest_runs(values: list[float], call: float, base: list[float], slope: list[float],
-                  max_run: int = 32) -> list[tuple[int, int]]:
-    """Cut items 0..n-1 into consecutive runs [i, j) of at most max_run items with the least total
-    cost, by dynamic programming over the cuts, where a run costs
-
-        call + (j - i) * (base[j - 1] + slope[j - 1] * max(values[i:j])):
-
-    a fixed cost per run plus, per row, a cost set by the run's last item and its largest value.
-    Cut points are scanned right to left so the maximum is a running one: O(n * max_run) plain
-    steps, no calls (this runs at every decode step, over every slot)."""
-    n = len(values)
-    best = [0.0] + [float("inf")] * n
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        peak, b, m = values[j - 1], base[j - 1], slope[j - 1]
-        for i in range(j - 1, max(j - 1 - max_run, -1), -1):
-            if values[i] > peak:
-                peak = values[i]
-            total = best[i] + call + (j - i) * (b + m * peak)
-            if total < best[j]:
-                best[j], cut[j] = total, i
-    runs, j = [], n
-    while j:
-        runs.append((cut[j], j))
-        j = cut[j]
-    return runs[::-1]
-
-
-PREFILL_CALL_TOKENS = 220
-"""What one more prefill forward costs, in prefilled tokens: about 2.9 ms a forward against 13
-microseconds a token over a short cache (tiny model, lean forward, 2 CPU threads, measured).
-`prefill_groups` splits a prefill into several forwards only where the padding saved costs more."""
-
-PREFILL_KEY_SCALE = 1000
-"""Cached keys at which a prefilled token costs twice what it costs over an empty cache (measured
-as above: 16, 27 and 42 microseconds a token at about 250, 1,250 and 2,250 keys)."""
-
-
-def prefill_groups(lengths: list[int], starts: list[int], call_tokens: float = PREFILL_CALL_TOKENS,
-                   key_scale: float = PREFILL_KEY_SCALE) -> list[list[int]]:
-    """Split rows with `lengths` new tokens after `starts` cached ones into right-padded forwards.
-
-    One forward pads every row to the longest and attends over the widest cache, so a 400-token
-    page prefilled beside a 10-token error message costs 800 padded tokens. Rows are sorted by
-    length and cut into consecutive groups with the least modelled cost, where a group costs
-    call_tokens + rows * longest * (1 + widest / key_scale). Returns groups of row indices, the
-    longest group first."""
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], starts[i]))
-    longest = [lengths[i] for i in order]  # a run's longest row is its last
-    # Per row: longest * (1 + (widest start + longest) / key_scale), split into base + slope * widest start.
-    base = [n * (1 + n / key_scale) for n in longest]
-    slope = [n / key_scale for n in longest]
-    runs = cheapest_runs([starts[i] for i in order], call_tokens, base, slope)
-    return [order[i:j] for i, j in reversed(runs)]
-
-
-DECODE_CALL_KEYS = 512
-"""What one more attention call costs in a decode forward, in row-keys read: about 55 microseconds
-per call against 0.1 per key of one row (tiny model's shapes, 2 CPU threads, measured)."""
-
-
-def decode_chunks(keys: list[int], call_keys: float = DECODE_CALL_KEYS) -> list[tuple[int, int, int]]:
-    """Runs of consecutive slots (lo, hi, width) whose decode attention reads only `width` keys.
-
-    A decode forward's attention is bound by reading the cache, and one call reads every slot up
-    to the longest row: about 40% of that is padding in a tiny-model rollout. Cutting the slots
-    into runs, each read up to its own longest row, at call_keys per extra call, saves about a
-    fifth of the attention's cost on a recorded rollout, without reordering the cache."""
-    runs = cheapest_runs(keys, call_keys, [0.0] * len(keys), [1.0] * len(keys))
-    return [(i, j, max(keys[i:j])) for i, j in runs]
 
 
 def _mask(starts: torch.Tensor, n: int, width: int, dtype: torch.dtype | None) -> torch.Tensor:

@@ -1,0 +1,102 @@
+"""KV cache with one slot per rollout row, written in place at each row's own columns.
+
+TurnSampler (agent/sampling.py) gives every live rollout a slot; the Hugging Face attention layers
+(through `update`) and the lean forward (through `put`) write new keys there, so a step never pads,
+re-stacks or concatenates the cache.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class SlotCache:
+    """KV cache with one slot per row: per layer (S, H_kv, capacity, D) key and value buffers.
+
+    Slot s holds its row's first `length` tokens at columns 0..length-1. Before each forward,
+    `plan` says which slots take part and at which column each one's new tokens start; `update`
+    (called by every attention layer) writes them there and returns the keys/values up to `width`.
+    Columns past a row's length may hold stale keys; the attention mask hides them.
+    """
+
+    def __init__(self, num_slots: int):
+        self.num_slots = num_slots
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.capacity = 0
+        self._slots: torch.Tensor | None = None  # None = every slot, in order
+        self._run: tuple[int, int] | None = None  # the slots as a range lo..hi-1, when consecutive
+        self._columns: torch.Tensor | None = None  # (B, N) column of each new token
+        self._width = 0
+
+    def plan(self, slots: torch.Tensor | None, starts: torch.Tensor, n: int) -> int:
+        """Prepare a forward of n new tokens per row starting at `starts` (B,); returns the key width."""
+        self._width = int(starts.max()) + n
+        self.reserve(self._width)
+        self._slots = slots
+        # A single row or a run of consecutive slots is read as a view of the buffers (no copy).
+        self._run = None
+        if slots is not None and bool((slots[1:] - slots[:-1] == 1).all()):
+            self._run = (int(slots[0]), int(slots[0]) + len(slots))
+        self._columns = starts[:, None] + torch.arange(n, device=starts.device)  # (B, N)
+        return self._width
+
+    def _grow(self, capacity: int) -> None:
+        for buffers in (self.keys, self.values):
+            for i, old in enumerate(buffers):
+                buffers[i] = _copied(old, None, self.capacity, capacity)
+        self.capacity = capacity
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Store (B, H_kv, N, D) new keys/values at the planned columns; return (B, H_kv, width, D)
+        keys/values to attend to."""
+        rows = self._slots if self._slots is not None else torch.arange(self.num_slots, device=key_states.device)
+        # (B, N) slot and column of each new token; the target view is (B, N, H_kv, D).
+        keys, values = self.put(key_states.transpose(1, 2), value_states.transpose(1, 2), layer_idx,
+                                rows[:, None].expand_as(self._columns), self._columns)
+        if self._slots is None:
+            return keys[:, :, : self._width], values[:, :, : self._width]  # views: no copy per step
+        if self._run is not None:
+            lo, hi = self._run
+            return keys[lo:hi, :, : self._width], values[lo:hi, :, : self._width]
+        return keys[:, :, : self._width].index_select(0, rows), values[:, :, : self._width].index_select(0, rows)
+
+    def reserve(self, width: int) -> None:
+        """Make room for `width` columns per slot (a forward that calls put directly, without plan)."""
+        if width > self.capacity:
+            # Grow geometrically so a rollout pays for O(log L) copies, not one per token.
+            self._grow(max(width, 2 * self.capacity, 64))
+
+    def put(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, slots: torch.Tensor,
+            columns: torch.Tensor):
+        """Store (..., H_kv, D) keys/values of tokens at `slots` and `columns` (both shaped like the
+        tokens' leading dims); returns the layer's whole (S, H_kv, capacity, D) buffers."""
+        if layer_idx == len(self.keys):  # first forward: buffers take the model's head shape and dtype
+            shape = (self.num_slots, key_states.shape[-2], self.capacity, key_states.shape[-1])
+            self.keys.append(key_states.new_zeros(shape))
+            self.values.append(value_states.new_zeros(shape))
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        # Advanced indices on dims 0 and 2 put the tokens' dims first: the target is (..., H_kv, D).
+        keys[slots, :, columns] = key_states
+        values[slots, :, columns] = value_states
+        return keys, values
+
+    def keep(self, slots: torch.Tensor, used: int | None = None) -> None:
+        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order.
+        used: how many columns any kept slot holds (only those are copied; None = all)."""
+        used = self.capacity if used is None else min(used, self.capacity)
+        self.keys = [_copied(k, slots, used, self.capacity) for k in self.keys]
+        self.values = [_copied(v, slots, used, self.capacity) for v in self.values]
+        self.num_slots = int(slots.numel())
+
+
+def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacity: int) -> torch.Tensor:
+    """A (len(slots) or S, H, capacity, D) buffer holding columns :used of `slots` (None = all) of
+    `buffer`, zero past them. Zero, not uninitialised: a masked key still goes through the
+    attention arithmetic, and a stray NaN there would survive the mask."""
+    rows = buffer.shape[0] if slots is None else len(slots)
+    new = buffer.new_empty((rows, buffer.shape[1], capacity, buffer.shape[3]))
+    head = buffer[:, :, :used]
+    new[:, :, :used] = head if slots is None else head.index_select(0, slots)
+    new[:, :, used:].zero_()
+    return new
