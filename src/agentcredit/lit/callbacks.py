@@ -54,6 +54,8 @@ class RNGStates(Callback):
 def build_callbacks(cfg, out: Path) -> list:
     # A checkpoint after a step should hold the weights after that step's update, which is what this warns about.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+    # Lightning's own pytree helper builds a LeafSpec, which recent torch deprecates: nothing a run can act on.
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     if rank_zero_only.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         resolved = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
