@@ -18,6 +18,7 @@ from agentcredit.agent.copy_windows import copy_windows, turn_windows
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.agent.warmstart import WarmStartConfig, build_examples, train_sft
 from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.world.answer_prior import answers_by_kind, asked_for
 
 WEIGHTS = "policy.pt"
 INFO = "info.json"
@@ -122,8 +123,6 @@ def guesses_by_kind(train, fallback):
     Why: a searcher that gives up still answers a "how many" with a number. Guessing any page title
     taught the policy that any answer goes with any question (its answers were numbers exactly where
     the gold is one in 54% of rollouts); with kind-true guesses and goal notes, 80%."""
-    from agentcredit.world.answer_prior import answers_by_kind, asked_for
-
     pools = answers_by_kind(train)
 
     def guesses(question):

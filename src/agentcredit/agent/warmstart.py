@@ -33,6 +33,7 @@ from agentcredit.agent.trajectory import Trajectory, pad_batch, pad_rows
 from agentcredit.credit.tokens import ANSWER_TURN
 from agentcredit.env.types import ToolCall
 from agentcredit.lit.logprobs import token_logprobs
+from agentcredit.world.answer_prior import asked_for
 from agentcredit.world.types import Question
 
 
@@ -88,8 +89,6 @@ def goal_note(question) -> str:
     question). A note in every turn moves that information next to each decision: the first note
     is read off the question just before it, each later note off the note one turn back, and the
     answer off the last note."""
-    from agentcredit.world.answer_prior import asked_for
-
     kind = asked_for(question)
     return f"Goal: {kind}.\n" if kind else ""
 
