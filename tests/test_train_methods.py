@@ -25,10 +25,14 @@ def test_trace_trains_and_logs_turn_credit(tmp_path):
 
 
 @pytest.mark.parametrize("method", ["grpo", "gspo"])
-def test_outcome_methods_train(tmp_path, method):
+def test_outcome_methods_train(tmp_path, method, capsys):
     train_tiny(tmp_path, f"credit={method}", *MORE)
     rows = read_metrics(tmp_path)
     assert any(row.get("train/loss") not in (None, "") for row in rows)
+    # One step: the first and the last 10 steps are that step, and the final line shows its reward.
+    reward = float(next(row["train/reward"] for row in rows if row.get("train/reward")))
+    final = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[agentcredit] final")]
+    assert f"train/reward first10={reward:.4f} last10={reward:.4f}" in final[-1]
 
 
 def test_prover_trains_with_the_heuristic_judge(tmp_path):

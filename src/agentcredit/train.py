@@ -12,6 +12,7 @@ goes on. Lightning is imported only after the config has been checked, so a bad 
 
 from __future__ import annotations
 
+import csv
 import logging
 import math
 import os
@@ -141,6 +142,24 @@ def load_env_file() -> str | None:
     return path or None
 
 
+def reward_trend(metrics_csv: Path, n: int = 10) -> tuple[float, float] | None:
+    """Mean `train/reward` over the first n and the last n steps of a run's metrics.csv (fewer when
+    the run is shorter); None without the file or a logged reward. A resumed run appends steps it
+    may already have logged before the interruption: the last row of a step counts."""
+    if not metrics_csv.is_file():
+        return None
+    by_step: dict[int, float] = {}
+    with metrics_csv.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("train/reward"):
+                by_step[int(float(row["step"]))] = float(row["train/reward"])
+    rewards = [by_step[step] for step in sorted(by_step)]
+    if not rewards:
+        return None
+    first, last = rewards[:n], rewards[-n:]
+    return sum(first) / len(first), sum(last) / len(last)
+
+
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
     from agentcredit.lit.wandb_logger import finish_wandb
@@ -162,7 +181,11 @@ def run(cfg: DictConfig) -> float:
     accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))
     if trainer.is_global_zero:
         shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
-        print(f"[agentcredit] final val/accuracy={shown} run_dir={Path(run_dir_path(cfg)).resolve()}", flush=True)
+        run_dir = Path(run_dir_path(cfg)).resolve()
+        trend = reward_trend(run_dir / "metrics.csv")
+        # Whether reward rose: mean train/reward over the first and the last 10 steps.
+        rewards = f" train/reward first10={trend[0]:.4f} last10={trend[1]:.4f}" if trend else ""
+        print(f"[agentcredit] final val/accuracy={shown}{rewards} run_dir={run_dir}", flush=True)
     return accuracy
 
 
