@@ -12,7 +12,7 @@ import sys
 
 from agentcredit.evaluate import compose_config
 from agentcredit.lit.datamodule import QuestionDataModule
-from agentcredit.world.answer_prior import answer_prior, asked_for
+from agentcredit.testbed.answer_prior import answer_prior, asked_for
 
 
 def main() -> None:

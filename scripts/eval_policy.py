@@ -1,4 +1,5 @@
-"""Success of the base (or a saved) policy on held-out questions, one rollout each, as one JSON line.
+"""Success of the base (or a saved) policy on held-out questions, one rollout each, as one JSON line,
+beside the answer prior of the same questions (success without reading: testbed/answer_prior.py).
 
     python scripts/eval_policy.py --model tiny --split val --n 200
     python scripts/eval_policy.py --model smollm2_135m --split val --n 20
@@ -13,6 +14,7 @@ import time
 
 from agentcredit.components import build_components
 from agentcredit.evaluate import compose_config, oracle_query_agreement, rollout_questions, summarise
+from agentcredit.testbed.answer_prior import answer_prior
 
 
 def main() -> None:
@@ -35,6 +37,9 @@ def main() -> None:
     trajectories = rollout_questions(components, questions, args.temperature, seed=args.seed)
     result = {"model": args.model, "split": args.split, **summarise(trajectories, questions),
               "temperature": args.temperature, "seconds": round(time.time() - start, 1)}
+    if all((q.meta or {}).get("program") for q in questions):
+        prior = answer_prior(components.datamodule.split_questions("train"), questions)
+        result["answer_prior"] = {k: prior[k] for k in ("mode_success", "sampled_success")}
     if args.oracle_queries:
         result["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory,
                                                           topn=cfg.warmstart.search_topn)

@@ -61,7 +61,8 @@ def evaluate(cfg: DictConfig, out: Path) -> dict:
     from agentcredit.validation import prepare_config
 
     cfg = prepare_config(cfg)
-    components = build_components(cfg)
+    # A checkpoint's weights replace the base policy's: no need to load (or build) it first.
+    components = build_components(cfg, base_policy=not cfg.ckpt_path)
     if cfg.ckpt_path:
         load_policy_weights(components.policy, cfg.ckpt_path)
     limit = cfg.limit if cfg.limit is not None else {"test": cfg.data.n_test, "val": cfg.data.n_val}.get(cfg.split)

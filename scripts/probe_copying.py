@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from agentcredit.agent.warmstart import WarmStartConfig, sft_optimizer, sft_step
+from agentcredit.testbed.warmstart import WarmStartConfig, sft_optimizer, sft_step
 from agentcredit.evaluate import compose_config
-from agentcredit.models.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
+from agentcredit.testbed.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
 from agentcredit.models.tiny import build_tiny_model
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.world.answer_prior import answer_kind_match, answer_prior, asked_for
+from agentcredit.testbed.answer_prior import answer_kind_match, answer_prior, asked_for
 from agentcredit.world.types import Question
 
 ROOT = Path(__file__).resolve().parents[1]

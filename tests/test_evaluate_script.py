@@ -44,6 +44,16 @@ def test_evaluates_a_checkpoint_with_its_runs_settings(tiny_sweep, tmp_path, cap
     assert result["mean_tool_calls"] == pytest.approx(sum(r["num_tool_turns"] for r in records) / 3)
 
 
+def test_a_checkpoint_is_evaluated_without_loading_or_building_a_base_policy(tiny_sweep, tmp_path, capsys, monkeypatch):
+    job = sorted(p for p in tiny_sweep[0].iterdir() if p.is_dir())[0]
+    ckpt = job / "checkpoints" / "last.ckpt"
+    monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path / "empty_cache"))
+    # warm_start on, at sizes no base policy exists for: only the checkpoint's weights are needed.
+    evaluate_cli(f"ckpt_path={ckpt}", "model.warm_start=true", "split=test", "limit=2", f"hydra.run.dir={tmp_path}")
+    assert last_json_line(capsys.readouterr().out)["n"] == 2
+    assert not (tmp_path / "empty_cache" / "base_policy").exists()
+
+
 def test_evaluates_the_base_policy_without_a_checkpoint(tmp_path, capsys):
     evaluate_cli(*TINY, "split=val", "limit=2", f"hydra.run.dir={tmp_path}")
     result = last_json_line(capsys.readouterr().out)

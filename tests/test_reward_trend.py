@@ -29,3 +29,18 @@ def test_no_file_or_no_reward_gives_none(tmp_path):
     assert reward_trend(tmp_path / "missing.csv") is None
     path = write(tmp_path / "metrics.csv", [{"step": 0, "train/reward": "", "val/accuracy": 0.5}])
     assert reward_trend(path) is None
+
+
+def test_the_closing_line_adds_the_mean_share_of_mixed_groups(tmp_path):
+    from agentcredit.train import run_summary
+
+    path = tmp_path / "metrics.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["step", "train/reward", "train/groups_mixed"])
+        writer.writeheader()
+        writer.writerows([{"step": 0, "train/reward": 0.2, "train/groups_mixed": 0.5},
+                          {"step": 1, "train/reward": 0.4, "train/groups_mixed": 0.25},
+                          {"step": 2, "train/reward": 0.6, "train/groups_mixed": 0.0}])
+    # Rewards 0.2, 0.4, 0.6 (first and last 10 are all three: 0.4); mixed shares (0.5 + 0.25 + 0) / 3 = 0.25.
+    assert run_summary(path) == " train/reward first10=0.4000 last10=0.4000 train/groups_mixed mean=0.2500"
+    assert run_summary(tmp_path / "missing.csv") == ""

@@ -308,7 +308,7 @@ def test_sft_loss_on_policy_tokens_only_equals_the_masked_full_loss():
     # equal the plain masked mean of the full cross-entropy.
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from agentcredit.agent.warmstart import sft_loss
+    from agentcredit.testbed.warmstart import sft_loss
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

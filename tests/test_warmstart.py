@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from tiny_runs import TINY
 
-from agentcredit.agent.base_policy import base_policy_key, training_sources
+from agentcredit.testbed.base_policy import base_policy_key, training_sources
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.components import build_components
 from agentcredit.evaluate import compose_config
@@ -55,52 +55,91 @@ def test_aux_questions_are_solved_in_their_own_world(setup):
     assert all(r >= 1.0 for r in rewards), rewards  # correct (1.0) plus the format score
 
 
-def test_bad_aux_worlds_is_a_clear_error(setup):
+def test_bad_aux_worlds_is_a_clear_error():
+    from agentcredit.testbed.warmstart import WarmStartConfig
+
+    with pytest.raises(ValueError, match="warmstart.aux_worlds must be an integer >= 0, got -1"):
+        WarmStartConfig(aux_worlds=-1)
+
+
+RL_SETTINGS = ["data.prompts_per_step=3", "data.n_val=7", "data.n_test=9", "credit=trace", "trainer.max_steps=9",
+               "train.lr=0.5", "model.lora.enabled=true", "rollout.temperature=0.7", "rollout.group_size=4",
+               "env.reward.format_score=0.2", "warmstart.rebuild=true", "warmstart.checkpoint_every=7", "seed=3",
+               "model.rl_lr=0.1", "logger=csv"]
+BASE_SETTINGS = ["warmstart.steps=7", "warmstart.aux_worlds=1", "warmstart.lr=0.1", "model.hidden_size=96",
+                 "env.retriever=dense", "env.summary_chars=40", "rollout.max_tool_turns=30", "data.val_fraction=0.3"]
+
+
+def test_the_key_covers_what_the_base_policy_depends_on_and_no_rl_setting(setup):
     cfg, components = setup
-    with pytest.raises(ValueError, match="aux_worlds must be >= 0"):
-        training_sources(cfg, components, -1)
+    key = base_policy_key(cfg, components)
+    for override in RL_SETTINGS:  # e.g. data.prompts_per_step must never start a rebuild
+        assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, override]), components) == key, override
+    keys = {base_policy_key(compose_config([*TINY, *SMALL_WORLD, o]), components) for o in BASE_SETTINGS}
+    assert len(keys) == len(BASE_SETTINGS) and key not in keys
 
 
-def test_cache_key_keeps_old_entries_at_the_default_and_changes_with_aux_worlds(setup):
+SHORT_BUILD = ["warmstart.episodes=6", "warmstart.steps=3", "warmstart.window_steps=2", "warmstart.window_mix=2",
+               "warmstart.batch_size=2", "warmstart.window_batch_size=4", "warmstart.aux_worlds=0", "warmstart.warmup_steps=1"]
+
+
+def test_a_short_build_run_twice_with_the_same_seed_gives_identical_weights(setup):
+    import torch
+
+    from agentcredit.testbed.base_policy import build_base_policy
+
     cfg, components = setup
-    plain_key = base_policy_key(cfg, components)
-    with_aux = compose_config([*TINY, *SMALL_WORLD, "warmstart.aux_worlds=2"])
-    assert base_policy_key(with_aux, components) != plain_key
-    legacy = compose_config([*TINY, *SMALL_WORLD, "~warmstart.aux_worlds"])
-    assert base_policy_key(legacy, components) == plain_key
+    cfg = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD])
+    initial = {k: v.clone() for k, v in components.policy.state_dict().items()}
+    weights = []
+    for _ in range(2):
+        components.policy.load_state_dict(initial)
+        info = build_base_policy(cfg, components, progress=False)
+        weights.append({k: v.clone() for k, v in components.policy.state_dict().items()})
+    components.policy.load_state_dict(initial)
+    assert info["steps"] == 3 and info["examples"] == 6
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in initial)
+    assert any(not torch.equal(weights[0][k], initial[k]) for k in initial)  # the build did train
 
 
-OFF = ["warmstart.window_steps=0", "warmstart.window_mix=0", "warmstart.goal_notes=false",
-       "warmstart.guess_by_kind=false", "warmstart.answer_loss_weight=1.0"]
-LATER_KEYS = ("window_steps", "window_mix", "window_kind", "window_batch_size", "copy_context_tokens", "goal_notes",
-              "guess_by_kind", "answer_loss_weight")
+def test_runs_load_the_shipped_policy_by_key_and_otherwise_say_how_to_rebuild(setup, tmp_path, monkeypatch):
+    import json
 
+    import torch
 
-def test_cache_key_leaves_out_later_settings_while_they_are_off(setup):
+    import agentcredit.testbed.base_policy as bp
+    from agentcredit.validation import ConfigError
+
     cfg, components = setup
-    off_key = base_policy_key(compose_config([*TINY, *SMALL_WORLD, *OFF]), components)
-    # A config from before these settings existed keeps its cache entry: with all of them off the key is the same.
-    legacy = compose_config([*TINY, *SMALL_WORLD, *(f"~warmstart.{k}" for k in LATER_KEYS)])
-    assert base_policy_key(legacy, components) == off_key
-    # Window sizes and kind count only while windows are on.
-    for extra in ("warmstart.window_kind=copy", "warmstart.window_batch_size=8", "warmstart.copy_context_tokens=32"):
-        assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, *OFF, extra]), components) == off_key
-    # Each setting changes the key once it is on; the default (all on) differs from all off.
-    keys = {base_policy_key(cfg, components), off_key}
-    for extra in ("warmstart.window_steps=10", "warmstart.window_mix=8", "warmstart.goal_notes=true",
-                  "warmstart.guess_by_kind=true", "warmstart.answer_loss_weight=2.0"):
-        keys.add(base_policy_key(compose_config([*TINY, *SMALL_WORLD, *OFF, extra]), components))
-    assert len(keys) == 7
-
-
-def test_copy_context_counts_only_for_copy_windows(setup):
-    _, components = setup
-    turn = [*TINY, *SMALL_WORLD, "warmstart.window_kind=turn"]
-    assert base_policy_key(compose_config(turn), components) == base_policy_key(
-        compose_config([*turn, "warmstart.copy_context_tokens=32"]), components)
-    copy = [*TINY, *SMALL_WORLD, "warmstart.window_kind=copy"]
-    assert len({base_policy_key(compose_config(turn), components), base_policy_key(compose_config(copy), components),
-                base_policy_key(compose_config([*copy, "warmstart.copy_context_tokens=32"]), components)}) == 3
+    cfg = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD])
+    initial = {k: v.clone() for k, v in components.policy.state_dict().items()}
+    shipped = tmp_path / "shipped"
+    monkeypatch.setattr(bp, "SHIPPED", shipped)
+    monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path / "cache"))
+    key = bp.base_policy_key(cfg, components)
+    marked = {k: torch.full_like(v, 0.5) for k, v in initial.items()}
+    shipped.mkdir()
+    torch.save(marked, shipped / bp.WEIGHTS)
+    (shipped / bp.INFO).write_text(json.dumps({"key": key}))
+    try:
+        assert bp.ensure_base_policy(cfg, components, progress=False)["source"] == "shipped"
+        assert all(torch.equal(v, marked[k]) for k, v in components.policy.state_dict().items())
+        other = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD, "warmstart.steps=4"])
+        with pytest.raises(ConfigError) as error:
+            bp.ensure_base_policy(other, components, progress=False)
+        message = str(error.value)
+        assert "\n" not in message and "built for other settings" in message
+        assert "python scripts/build_base_policy.py" in message and "warmstart.rebuild=true" in message
+        rebuild = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD, "warmstart.steps=4", "warmstart.rebuild=true"])
+        components.policy.load_state_dict(initial)
+        assert bp.ensure_base_policy(rebuild, components, progress=False)["source"] == "built"
+        components.policy.load_state_dict(initial)
+        assert bp.ensure_base_policy(rebuild, components, progress=False)["source"] == "cache"  # built once
+        (shipped / bp.WEIGHTS).write_bytes(b"damaged")
+        with pytest.raises(ConfigError, match=r"base policy weights .*policy.pt cannot be loaded"):
+            bp.ensure_base_policy(cfg, components, progress=False)
+    finally:
+        components.policy.load_state_dict(initial)
 
 
 class _LimitedWorker:
@@ -116,7 +155,7 @@ class _LimitedWorker:
 
 
 def test_episodes_cut_off_by_the_turn_limit_are_played_again_without_find_then_without_added_calls():
-    from agentcredit.agent.warmstart import WarmStartConfig, build_examples
+    from agentcredit.testbed.warmstart import WarmStartConfig, build_examples
     from agentcredit.env.types import ToolCall
 
     search = ToolCall("browser.search", {"query": "Ada Fenn Lovelace"})

@@ -56,7 +56,9 @@ class Components:
     base_policy_info: dict | None = None
 
 
-def build_components(cfg: DictConfig, *, progress: bool = True) -> Components:
+def build_components(cfg: DictConfig, *, progress: bool = True, base_policy: bool = True) -> Components:
+    """`base_policy=False` leaves a warm-started model at its initial weights (for a build, or when a
+    checkpoint's weights replace them anyway)."""
     from agentcredit.lit.datamodule import QuestionDataModule
     from agentcredit.models.loading import load_policy
 
@@ -71,8 +73,8 @@ def build_components(cfg: DictConfig, *, progress: bool = True) -> Components:
     chat = ChatFormat.from_tokenizer(tokenizer, system_prompt(model_cfg.get("system_prompt", "full")))
     rollout_cfg = RolloutConfig(**plain(cfg.rollout))
     components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg)
-    if model_cfg.get("warm_start", False):
-        from agentcredit.agent.base_policy import ensure_base_policy
+    if base_policy and model_cfg.get("warm_start", False):
+        from agentcredit.testbed.base_policy import ensure_base_policy
 
         components.base_policy_info = ensure_base_policy(cfg, components, progress=progress)
     return components

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.world.answer_prior import answer_kind_match
+from agentcredit.testbed.answer_prior import answer_kind_match
 from agentcredit.world.types import Question
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"

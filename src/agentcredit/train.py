@@ -55,10 +55,10 @@ def build_module(cfg: DictConfig, components):
 
         segment_verifier = make_segment_verifier(build_judge(plain(cfg.judge)))
     answer_reasoning = None
-    if model_cfg.get("warm_start") and plain(cfg.warmstart).get("goal_notes"):
-        from agentcredit.agent.warmstart import goal_note
+    if model_cfg.get("answer_note") == "plan":
+        from agentcredit.testbed.notes import answer_note
 
-        answer_reasoning = goal_note  # the warm-started reference writes its goal note before every answer
+        answer_reasoning = answer_note  # the testbed's reference writes its plan note before every answer
     inputs = CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
                           answer_reasoning=answer_reasoning)
 
@@ -142,22 +142,40 @@ def load_env_file() -> str | None:
     return path or None
 
 
-def reward_trend(metrics_csv: Path, n: int = 10) -> tuple[float, float] | None:
-    """Mean `train/reward` over the first n and the last n steps of a run's metrics.csv (fewer when
-    the run is shorter); None without the file or a logged reward. A resumed run appends steps it
-    may already have logged before the interruption: the last row of a step counts."""
+def metric_by_step(metrics_csv: Path, name: str) -> list[float]:
+    """A metric's values in step order from a run's metrics.csv ([] without the file or the metric).
+    A resumed run appends steps it may already have logged before the interruption: the last row of
+    a step counts."""
     if not metrics_csv.is_file():
-        return None
+        return []
     by_step: dict[int, float] = {}
     with metrics_csv.open(newline="") as f:
         for row in csv.DictReader(f):
-            if row.get("train/reward"):
-                by_step[int(float(row["step"]))] = float(row["train/reward"])
-    rewards = [by_step[step] for step in sorted(by_step)]
+            if row.get(name):
+                by_step[int(float(row["step"]))] = float(row[name])
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def reward_trend(metrics_csv: Path, n: int = 10) -> tuple[float, float] | None:
+    """Mean `train/reward` over the first n and the last n steps of a run's metrics.csv (fewer when
+    the run is shorter); None without the file or a logged reward."""
+    rewards = metric_by_step(metrics_csv, "train/reward")
     if not rewards:
         return None
     first, last = rewards[:n], rewards[-n:]
     return sum(first) / len(first), sum(last) / len(last)
+
+
+def run_summary(metrics_csv: Path) -> str:
+    """The closing line's figures read back from metrics.csv: whether reward rose (mean train/reward
+    over the first and the last 10 steps) and how often groups were mixed (the steps' mean share of
+    groups with both right and wrong answers: where outcome credit has anything to compare)."""
+    trend = reward_trend(metrics_csv)
+    text = f" train/reward first10={trend[0]:.4f} last10={trend[1]:.4f}" if trend else ""
+    mixed = metric_by_step(metrics_csv, "train/groups_mixed")
+    if mixed:
+        text += f" train/groups_mixed mean={sum(mixed) / len(mixed):.4f}"
+    return text
 
 
 def run(cfg: DictConfig) -> float:
@@ -182,10 +200,7 @@ def run(cfg: DictConfig) -> float:
     if trainer.is_global_zero:
         shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
         run_dir = Path(run_dir_path(cfg)).resolve()
-        trend = reward_trend(run_dir / "metrics.csv")
-        # Whether reward rose: mean train/reward over the first and the last 10 steps.
-        rewards = f" train/reward first10={trend[0]:.4f} last10={trend[1]:.4f}" if trend else ""
-        print(f"[agentcredit] final val/accuracy={shown}{rewards} run_dir={run_dir}", flush=True)
+        print(f"[agentcredit] final val/accuracy={shown}{run_summary(run_dir / 'metrics.csv')} run_dir={run_dir}", flush=True)
     return accuracy
 
 

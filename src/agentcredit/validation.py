@@ -95,7 +95,7 @@ def missing_values(node, prefix: str = "") -> list[str]:
 
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.rollout import RolloutConfig
-    from agentcredit.agent.warmstart import WarmStartConfig
+    from agentcredit.testbed.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
 

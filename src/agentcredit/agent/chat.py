@@ -103,7 +103,7 @@ class ChatFormat:
         return self.answer_opener_after("")
 
     def answer_opener_after(self, reasoning: str) -> list[int]:
-        """A fresh assistant turn that starts with `reasoning` (e.g. the tiny testbed's goal note) and
+        """A fresh assistant turn that starts with `reasoning` (e.g. the tiny testbed's plan note) and
         opens <answer>: the reference is scored where it would write an answer itself."""
         return list(self.assistant_header) + self.encode(reasoning + ANSWER_OPEN)
 

@@ -27,7 +27,7 @@ class CreditInputs:
         self.chat = chat
         self.score_fn = score_fn  # (reference, [(input_ids, boundaries, opener, answer)]) -> [(T+1,)]
         self.segment_verifier = segment_verifier
-        # What the reference writes before an answer, if anything (the tiny testbed's goal note): the
+        # What the reference writes before an answer, if anything (the tiny testbed's plan note, model.answer_note=plan): the
         # gold answer is scored after it, as the reference would write it, not after a bare <answer>.
         self.answer_reasoning = answer_reasoning
 

@@ -1,6 +1,6 @@
 """World check: is the synthetic world solvable, and only by reading several pages?
 
-    python -m agentcredit.world.check --n 200 --split val [--retriever bm25]
+    python -m agentcredit.world.check --n 200 --split val [--retriever bm25] [--preset testbed]
 
 prints one JSON line:
   n                   questions checked (the first n of the split)
@@ -9,7 +9,7 @@ prints one JSON line:
   single_doc_success  share it answers when it may open only one page
   mean_tool_calls     tool calls per episode of the free oracle (the answer is not a tool call)
   max_tool_calls
-The world is the default of conf/data/default.yaml (WorldConfig's defaults) unless overridden.
+The world is conf/data/<preset>.yaml (default: the realistic world), with the given knobs on top.
 """
 
 from __future__ import annotations
@@ -55,30 +55,45 @@ def check_world(world, questions, retriever: str = "dense", cache_dir=None) -> d
     }
 
 
+def preset_world(preset: str, **given) -> WorldConfig:
+    """The world config of a data preset, with the knobs in `given` that are not None on top."""
+    from omegaconf import OmegaConf
+
+    from agentcredit.evaluate import compose_config  # the CLI only: the world package itself reads no config files
+
+    try:
+        world = OmegaConf.to_container(compose_config([f"data={preset}"]).data.get("world") or {}, resolve=True)
+    except Exception as error:
+        raise SystemExit(f"check: no world preset {preset!r} ({type(error).__name__}); use default or testbed") from None
+    return WorldConfig.from_mapping({**world, **{k: v for k, v in given.items() if v is not None}})
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=200, help="questions to check (first n of the split)")
     parser.add_argument("--split", choices=SPLITS, default="val")
     parser.add_argument("--retriever", choices=RETRIEVER_KINDS, default="dense")
-    parser.add_argument("--seed", type=int, default=0, help="world seed (data.world.seed)")
-    parser.add_argument("--num-documents", type=int, default=WorldConfig.num_documents)
-    parser.add_argument("--num-questions", type=int, default=WorldConfig.num_questions)
-    parser.add_argument("--hops-max", type=int, default=WorldConfig.hops_max)
+    parser.add_argument("--preset", default="default",
+                        help="the world of conf/data/<preset>.yaml: default (realistic) or testbed (the tiny model's)")
+    parser.add_argument("--seed", type=int, default=None, help="world seed (data.world.seed)")
+    parser.add_argument("--num-documents", type=int, default=None)
+    parser.add_argument("--num-questions", type=int, default=None)
+    parser.add_argument("--hops-max", type=int, default=None)
     parser.add_argument("--no-cache", action="store_true", help="regenerate the world instead of loading the cache")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")
 
     start = time.time()
-    cfg = WorldConfig(seed=args.seed, num_documents=args.num_documents, num_questions=args.num_questions,
-                      hops_max=args.hops_max)
+    cfg = preset_world(args.preset, seed=args.seed, num_documents=args.num_documents,
+                       num_questions=args.num_questions, hops_max=args.hops_max)
     world = load_or_generate_world(cfg, use_cache=not args.no_cache)
     questions = split_questions(world)[args.split][: args.n]
     if len(questions) < args.n:
         print(f"[check] the {args.split} split holds only {len(questions)} questions", file=sys.stderr)
     result = check_world(world, questions, args.retriever)
     print(json.dumps(result))
-    print(f"[check] {time.time() - start:.1f}s, retriever={args.retriever}", file=sys.stderr)
+    print(f"[check] {time.time() - start:.1f}s, preset={args.preset}, retriever={args.retriever}", file=sys.stderr)
     return result
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
+LINE_STYLES = ("sentence", "relation")
+QUESTION_STYLES = ("nested", "chain")
 TEMPLATES = ("BRIDGE_ENTITY", "INTERSECTION", "COUNTING_FILTERED", "COMPARATIVE", "REVERSE_LOOKUP")
 
 
@@ -22,6 +24,12 @@ class WorldConfig:
     max_answer_words: int = 4
     max_attempts: int = 60  # regenerations per question slot before giving up on it
     templates: tuple[str, ...] = field(default=TEMPLATES)
+    # Page lines: "sentence" states each fact in one of a few sentence forms ("Its founder is X.");
+    # "relation" states it as "<cue>: <value>" (one form per relation, the testbed preset).
+    line_style: str = "sentence"
+    # Bridge questions: "nested" reads outside-in ("the hometown of the founder of X"); "chain" lists
+    # the hops in reading order ("X > founder > hometown?"). Other templates keep their wording.
+    question_style: str = "nested"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.templates) - set(TEMPLATES))
@@ -33,6 +41,10 @@ class WorldConfig:
             raise ValueError(f"num_documents={self.num_documents} is too small for multi-hop questions; use >= 40")
         if not 0 <= self.distractors_min <= self.distractors_max:
             raise ValueError("need 0 <= distractors_min <= distractors_max")
+        if self.line_style not in LINE_STYLES:
+            raise ValueError(f"data.world.line_style must be one of {list(LINE_STYLES)}, got {self.line_style!r}")
+        if self.question_style not in QUESTION_STYLES:
+            raise ValueError(f"data.world.question_style must be one of {list(QUESTION_STYLES)}, got {self.question_style!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | "WorldConfig" | None) -> "WorldConfig":

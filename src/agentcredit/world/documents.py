@@ -14,7 +14,7 @@ from agentcredit.world import names as N
 from agentcredit.world.config import WorldConfig
 from agentcredit.world.entities import Entity
 from agentcredit.world.program import Fact
-from agentcredit.world.sentences import RELATIONS, RELEASED_YEAR, pronouns, render_fact
+from agentcredit.world.sentences import RELATIONS, RELEASED_YEAR, pronouns, render_fact, render_relation_line
 from agentcredit.world.types import Document
 
 FACT_RELATIONS = {
@@ -71,11 +71,15 @@ def render_page(ent: Entity, ents: dict[str, Entity], by_type: dict[str, list[En
             for work_id in value:
                 work = ents[work_id]
                 year = work.attrs["appeared"]
-                text = render_fact(rel, rng.randrange(len(rel.forms)), work.name, year=year, work_kind=work.kind)
+                form = rng.randrange(len(rel.forms))  # drawn in both styles: the rest of the world stays the same
+                text = (render_relation_line(rel, work.name, year) if cfg.line_style == "relation"
+                        else render_fact(rel, form, work.name, year=year, work_kind=work.kind))
                 pending.append((text, [("released", work_id), (RELEASED_YEAR, (work_id, year))]))
             continue
         shown = ents[value].name if isinstance(value, str) and value in ents else str(value)
-        text = render_fact(rel, rng.randrange(len(rel.forms)), shown, kind=ent.kind, gender=gender)
+        form = rng.randrange(len(rel.forms))
+        text = (render_relation_line(rel, shown) if cfg.line_style == "relation"
+                else render_fact(rel, form, shown, kind=ent.kind, gender=gender))
         pending.append((text, [(rel_name, value)]))
 
     room = max(0, cfg.max_page_lines - 1 - len(pending))

@@ -102,7 +102,7 @@ def generate_questions(cfg: WorldConfig, ents: dict[str, Entity], kb: KnowledgeB
     made: Counter[str] = Counter()
     questions: list[Question] = []
     seen: set[str] = set()  # texts and program hashes already used
-    ctx = Ctx(ents, random.Random(0), cfg.hops_min, cfg.hops_max)
+    ctx = Ctx(ents, random.Random(0), cfg.hops_min, cfg.hops_max, cfg.question_style)
     for slot in range(cfg.num_questions):
         template = cfg.templates[slot % len(cfg.templates)]
         for attempt in range(cfg.max_attempts):

@@ -139,7 +139,19 @@ def _form_regex(relation: Relation, template: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-_FORM_REGEXES = {name: tuple(_form_regex(r, t) for t in r.forms) for name, r in RELATIONS.items()}
+def relation_line_form(relation: Relation) -> str:
+    """The one line form of `relation` in the relation line style: "<cue>: <value>"; a catalogue
+    line also carries the work's year ("released: Quiet Harbor (2012)")."""
+    return "released: {O} ({Y})" if relation.name == "released" else f"{relation.cue}: {{O}}"
+
+
+def render_relation_line(relation: Relation, value: str, year: int | None = None) -> str:
+    return relation_line_form(relation).format(O=value, Y=year)
+
+
+# Both styles parse everywhere: no sentence form starts with "<cue>: ", so the forms never collide.
+_FORM_REGEXES = {name: tuple(_form_regex(r, t) for t in (*r.forms, relation_line_form(r)))
+                 for name, r in RELATIONS.items()}
 
 
 def parse_fact(relation_name: str, line: str) -> tuple[str, int | None] | None:

@@ -58,6 +58,7 @@ class Ctx:
     rng: random.Random
     hops_min: int
     hops_max: int
+    question_style: str = "nested"
     by_type: dict[str, list[Entity]] = field(default_factory=dict)
     # entity id -> [(anchor id, relation)] such that anchor.attrs[relation] == entity id
     reached_by: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
@@ -118,7 +119,16 @@ def build_bridge(ctx: Ctx) -> Candidate | None:
     obf.append(_obfuscation_of_hop(first))
     done = _extend_chain(ctx, first, RELATIONS[rel].phrase.format(X=mention(anchor)), ops,
                          [anchor.id, first.id], obf, hops - 1, inner=mention(anchor))
-    return Candidate("BRIDGE_ENTITY", done[0], ops, done[1], obf) if done else None
+    if not done:
+        return None
+    text = chain_question(anchor, ops) if ctx.question_style == "chain" else done[0]
+    return Candidate("BRIDGE_ENTITY", text, ops, done[1], obf)
+
+
+def chain_question(anchor: Entity, ops: list[dict]) -> str:
+    """A bridge question with its hops in reading order, named by their cue words:
+    "Kestrel Press > founder > hometown?" (the testbed preset: a small model reads it left to right)."""
+    return " > ".join([anchor.name] + [RELATIONS[op["rel"]].cue for op in ops if op["op"] == "hop"]) + "?"
 
 
 def _orgs_with_works(ctx: Ctx, at_least: int) -> list[Entity]:

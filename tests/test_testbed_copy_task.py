@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from agentcredit.models import copy_task
+from agentcredit.testbed import copy_task
 from test_scripts import ROOT, run_json
 
 

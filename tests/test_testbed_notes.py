@@ -1,15 +1,16 @@
-"""Warm-start goal notes, kind-true guesses and the answer-turn loss weight, on hand-built inputs."""
+"""Plan notes of the testbed's searcher, kind-true guesses and the answer-turn loss weight, on hand-built inputs."""
 
 import random
 from types import SimpleNamespace
 
 import torch
 
-from agentcredit.agent.base_policy import guesses_by_kind
 from agentcredit.agent.protocol import parse_turn, render_answer, render_tool_call
-from agentcredit.agent.warmstart import WarmStartConfig, build_examples, degrade, goal_note, sft_loss
 from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY
 from agentcredit.env.types import ToolCall
+from agentcredit.testbed.base_policy import guesses_by_kind
+from agentcredit.testbed.notes import answer_note, hop_cues
+from agentcredit.testbed.warmstart import WarmStartConfig, build_examples, degrade, sft_loss
 from agentcredit.world.types import Question
 
 
@@ -18,32 +19,57 @@ def question(answer, last, qid="q"):
     return Question(qid, "How many?", answer, "COUNTING_FILTERED" if last else "USER", meta=meta)
 
 
+def bridge(answer, rels, qid="b"):
+    program = [{"op": "start", "entity": "org1", "mention": "Harbor Press"}] + [{"op": "hop", "rel": r} for r in rels]
+    return Question(qid, "Harbor Press > " + " > ".join(rels) + "?", answer, "BRIDGE_ENTITY", meta={"program": program})
+
+
 COUNT = {"op": "count"}
 CREATOR = {"op": "hop", "rel": "creator"}
 SEARCH = ToolCall("browser.search", {"query": "Harbor Press"})
 OPEN = ToolCall("browser.open", {"id": 0})
+SEARCH2 = ToolCall("browser.search", {"query": "Ann Lee"})
 CLEAN = dict(p_vague_query=0.0, p_wrong_open=0.0)
 
 
-def test_goal_note_names_what_the_question_asks_for():
-    assert goal_note(question("2", COUNT)) == "Goal: count.\n"
-    assert goal_note(question("Ann Lee", CREATOR)) == "Goal: creator.\n"
-    assert goal_note(question("Ann Lee", None)) == ""  # user data: no program, no note
-    assert goal_note("q") == ""
+def test_hop_cues_and_the_answer_note_come_from_the_program():
+    q = bridge("Elmford", ["founder", "hometown"])
+    assert hop_cues(q) == ["founder", "hometown"]
+    assert answer_note(q) == "Then: hometown.\n"
+    assert hop_cues(bridge("x", ["based_in", "mayor"])) == ["based in", "mayor"]  # cue words, not relation names
+    assert answer_note(question("2", COUNT)) == ""  # no hop: nothing to read
+    assert answer_note(question("Ann Lee", None)) == "" and hop_cues("q") == []  # user data: no program
 
 
-def test_every_turn_starts_with_the_note_and_still_parses():
+def test_every_turn_starts_with_its_plan_note_and_copies_the_fact_after_each_page():
     cfg = WarmStartConfig(**CLEAN, p_premature_answer=0.0)
-    turns = degrade([SEARCH, OPEN], "2", random.Random(0), cfg, ["x"], note="Goal: count.\n")
-    assert turns == ["Goal: count.\n" + render_tool_call(SEARCH), "Goal: count.\n" + render_tool_call(OPEN),
-                     "Goal: count.\n" + render_answer("2")]
+    turns = degrade([SEARCH, OPEN, SEARCH2, OPEN], "Elmford", random.Random(0), cfg, ["x"], ["founder", "hometown"])
+    assert turns == [
+        "Then: founder hometown.\n" + render_tool_call(SEARCH),
+        "Then: founder hometown.\n" + render_tool_call(OPEN),
+        "founder: Ann Lee\nThen: hometown.\n" + render_tool_call(SEARCH2),  # the page line, then what is left
+        "Then: hometown.\n" + render_tool_call(OPEN),
+        "Then: hometown.\n" + render_answer("Elmford"),  # = answer_note: where TRACE's reference is scored
+    ]
     parsed = [parse_turn(t) for t in turns]
-    assert [p.kind for p in parsed] == ["tool", "tool", "answer"] and parsed[2].answer == "2"
-    # A premature answer carries the note too; without a note the turns are as before.
-    early = degrade([SEARCH, OPEN], "2", random.Random(0), WarmStartConfig(**CLEAN, p_premature_answer=1.0), ["7"],
-                    note="Goal: count.\n")
-    assert early == ["Goal: count.\n" + render_tool_call(SEARCH), "Goal: count.\n" + render_answer("7")]
+    assert [p.kind for p in parsed] == ["tool"] * 4 + ["answer"] and parsed[-1].answer == "Elmford"
+    assert parsed[2].call.arguments["query"] == "Ann Lee"
+    # Without cues (user data) the turns carry no note.
     assert degrade([SEARCH], "2", random.Random(0), cfg, ["x"]) == [render_tool_call(SEARCH), render_answer("2")]
+
+
+def test_a_vague_query_carries_the_fact_once_and_a_premature_answer_keeps_its_hops_note():
+    vague = WarmStartConfig(p_vague_query=1.0, p_wrong_open=0.0, p_premature_answer=0.0)
+    search = ToolCall("browser.search", {"query": "Ann Lee Voss"})
+    turns = degrade([SEARCH, OPEN, search, OPEN], "1970", random.Random(0), vague, ["x"], ["founder", "born"])
+    third, fourth = turns[3], turns[4]  # turns 0-1: the anchor's vague query, then its real one
+    assert third.startswith("founder: Ann Lee Voss\nThen: born.\n") and '"query": "Ann Lee Voss"' not in third
+    assert fourth == "Then: born.\n" + render_tool_call(search)
+    early = degrade([SEARCH, OPEN, SEARCH2, OPEN], "x", random.Random(0), WarmStartConfig(**CLEAN, p_premature_answer=1.0),
+                    ["7"], ["founder", "hometown"])
+    cut = len(early) - 1
+    assert early[-1].endswith(render_answer("7")) and 1 <= cut <= 3
+    assert early[-1] == ("Then: founder hometown.\n" if cut <= 2 else "Then: hometown.\n") + render_answer("7")
 
 
 def test_guesses_come_from_training_answers_of_the_same_kind():
@@ -67,15 +93,11 @@ def test_build_examples_writes_notes_and_draws_guesses_per_question():
 
     count, creator = question("2", COUNT, "a"), question("Ann Lee", CREATOR, "b")
     pools = {"a": ["1"], "b": ["Cy Dahl"]}
-    cfg = WarmStartConfig(episodes=2, **CLEAN, p_premature_answer=1.0, goal_notes=True)
+    cfg = WarmStartConfig(episodes=2, **CLEAN, p_premature_answer=1.0)
     examples = build_examples([(_ReplayingWorker(), count), (_ReplayingWorker(), creator)], solve, cfg,
                               lambda q: pools[q.id], progress=False)
-    assert examples[0].turns[-1] == "Goal: count.\n" + render_answer("1")
-    assert examples[1].turns[-1] == "Goal: creator.\n" + render_answer("Cy Dahl")
-    assert all(t.startswith("Goal: ") for e in examples for t in e.turns)
-    off = build_examples([(_ReplayingWorker(), count)], solve, WarmStartConfig(episodes=1, **CLEAN, p_premature_answer=0.0,
-                                                                                goal_notes=False), ["x"], progress=False)
-    assert off[0].turns == [render_tool_call(SEARCH), render_tool_call(OPEN), render_answer("2")]
+    assert examples[0].turns == [render_tool_call(SEARCH), render_answer("1")]  # no hop, no note
+    assert examples[1].turns == ["Then: creator.\n" + render_tool_call(SEARCH), "Then: creator.\n" + render_answer("Cy Dahl")]
 
 
 def test_answer_weight_scales_the_answer_turns_tokens_in_the_mean():
@@ -96,12 +118,12 @@ def test_answer_weight_scales_the_answer_turns_tokens_in_the_mean():
     assert torch.allclose(sft_loss(model, batch, 0.0), (nll[1] + nll[2] + nll[5] + nll[6]) / 4, atol=1e-6)
 
 
-def test_reference_scores_the_gold_answer_after_the_goal_note():
+def test_reference_scores_the_gold_answer_after_the_plan_note():
     from agentcredit.agent.chat import ChatFormat
     from agentcredit.lit.credit_inputs import CreditInputs
     from agentcredit.models.loading import load_policy
 
-    texts = ["Goal: count.\n<answer>2</answer>", "How many novels?"] * 50
+    texts = ["Then: creator.\n<answer>Ann Lee</answer>", "Harbor Press > creator?"] * 50
     _, tokenizer = load_policy({"kind": "tiny", "hidden_size": 32, "num_layers": 1, "num_heads": 2, "num_kv_heads": 2,
                                 "intermediate_size": 64, "vocab_size": 300, "seed": 0}, tokenizer_texts=lambda: texts)
     chat = ChatFormat.from_tokenizer(tokenizer)
@@ -112,12 +134,12 @@ def test_reference_scores_the_gold_answer_after_the_goal_note():
         return [torch.zeros(1) for _ in items]
 
     trajectory = SimpleNamespace(input_ids=[1, 2, 3], boundaries=[3])
-    q = question("2", COUNT)
-    CreditInputs(reference=object(), chat=chat, score_fn=score_fn, answer_reasoning=goal_note).reference_scores([trajectory], q)
+    q = question("Ann Lee", CREATOR)
+    CreditInputs(reference=object(), chat=chat, score_fn=score_fn, answer_reasoning=answer_note).reference_scores([trajectory], q)
     CreditInputs(reference=object(), chat=chat, score_fn=score_fn).reference_scores([trajectory], q)
     with_note, bare = seen[0][2], seen[1][2]
     header = list(chat.assistant_header)
-    assert with_note == header + chat.encode("Goal: count.\n<answer>") and bare == chat.answer_opener
+    assert with_note == header + chat.encode("Then: creator.\n<answer>") and bare == chat.answer_opener
     assert bare == header + chat.encode("<answer>") and with_note != bare
-    assert tokenizer.decode(with_note[len(header):]) == "Goal: count.\n<answer>"
-    assert seen[0][3] == chat.encode("2")
+    assert tokenizer.decode(with_note[len(header):]) == "Then: creator.\n<answer>"
+    assert seen[0][3] == chat.encode("Ann Lee")

@@ -1,10 +1,10 @@
-"""Copy windows: which turns count as copying, and the exact ids and masks of each window.
+"""Turn windows (exact ids and masks), the supervised phases that train on them, and a build's resume.
 
 Token ids here are character codes, so a window's text can be read off by eye."""
 
 import pytest
 
-from agentcredit.agent.copy_windows import copied_text, copy_windows, policy_turn_spans, turn_windows
+from agentcredit.testbed.windows import policy_turn_spans, turn_windows
 from agentcredit.agent.trajectory import Trajectory
 from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY
 
@@ -58,44 +58,6 @@ def test_spans_follow_the_policy_turns():
     assert [decode(t.input_ids[a:b]) for a, b in spans] == EPISODE[0::2]
 
 
-def test_copied_text_reads_queries_and_answers_only():
-    assert copied_text(search("Bo Kim"), "made by Bo Kim.") == "Bo Kim"
-    assert copied_text("<answer>Oslo</answer>", "lives in Oslo.") == "Oslo"
-    assert copied_text(search("Ann Lee"), "made by Bo Kim.") is None  # not in the observation
-    assert copied_text("<answer>1949</answer>", "Born 1949.") is None  # numbers are worked out, not copied
-    assert copied_text(OPEN, "Bo Kim") is None
-    assert copied_text("garbage", "garbage") is None
-
-
-def test_windows_with_wide_context_are_the_copying_turns():
-    t = trajectory(PROMPT, EPISODE)
-    windows = copy_windows(t, 1000, decode)
-    spans = policy_turn_spans(t)
-    # Turn 0 copies out of the question, turn 1 out of observation 0, the answer out of observation 2;
-    # the open (turn 2) copies nothing.
-    expected = [spans[0], spans[1], spans[3]]
-    assert len(windows) == 3
-    for (ids, mask), (start, end) in zip(windows, expected):
-        assert ids == t.input_ids[:end]
-        assert mask == [0] * start + [1] * (end - start)
-
-
-def test_window_keeps_only_the_last_context_tokens():
-    t = trajectory(PROMPT, EPISODE)
-    start, end = policy_turn_spans(t)[1]
-    ids, mask = copy_windows(t, 20, decode)[1]
-    assert ids == t.input_ids[start - 20 : end]
-    assert mask == [0] * 20 + [1] * (end - start)
-    assert "Bo Kim" in decode(ids[:20])
-
-
-def test_turn_whose_name_lies_outside_the_context_is_left_out():
-    t = trajectory(PROMPT, EPISODE)
-    # 5 tokens before the answer turn are "949.|": "Oslo" is not inside, so the answer window is dropped,
-    # and so are the two searches, whose names end more than 5 tokens before them.
-    assert copy_windows(t, 5, decode) == []
-
-
 def test_turn_windows_start_at_the_turn_before():
     t = trajectory(PROMPT, EPISODE)
     spans = policy_turn_spans(t)
@@ -111,12 +73,7 @@ def test_turn_windows_start_at_the_turn_before():
     assert decode(windows[0][0]) == PROMPT + search("Oak Cup")
 
 
-def test_context_must_be_positive():
-    with pytest.raises(ValueError, match="copy_context_tokens"):
-        copy_windows(trajectory(PROMPT, EPISODE), 0, decode)
-
-
-# ---------------------------------------------------------------- training on windows (agent/warmstart.py)
+# ---------------------------------------------------------------- training on windows (testbed/warmstart.py)
 
 def small_model(seed=0):
     import torch
@@ -140,7 +97,7 @@ def test_a_mixed_step_optimises_the_sum_of_both_losses():
     import torch
 
     from agentcredit.agent.trajectory import pad_rows
-    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, sft_optimizer, sft_step
+    from agentcredit.testbed.warmstart import WarmStartConfig, sft_loss, sft_optimizer, sft_step
 
     episodes = pad_rows([([1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1])], pad_id=0)
     windows = pad_rows([([7, 8, 9], [0, 1, 1]), ([3, 4], [0, 1])], pad_id=0)
@@ -151,11 +108,11 @@ def test_a_mixed_step_optimises_the_sum_of_both_losses():
     assert sft_step(model, episodes, optimizer, schedule, 0.0, windows) == pytest.approx(expected, abs=1e-6)
 
 
-def test_copy_phase_learns_its_windows_and_reports_its_loss():
+def test_window_phase_learns_its_windows_and_reports_its_loss():
     import torch
 
     from agentcredit.agent.trajectory import pad_rows
-    from agentcredit.agent.warmstart import WarmStartConfig, sft_loss, train_window_phase
+    from agentcredit.testbed.warmstart import Checkpoints, WarmStartConfig, run_phase, sample_windows, sft_loss, sft_optimizer
 
     # Each window ends by repeating its second token four positions later: an offset copy, which a
     # one-layer model learns in a few dozen steps.
@@ -168,28 +125,86 @@ def test_copy_phase_learns_its_windows_and_reports_its_loss():
     batch = pad_rows(windows, pad_id=0)
     with torch.no_grad():
         before = float(sft_loss(model, batch, 0.0))
-    cfg = WarmStartConfig(window_steps=150, window_batch_size=32, lr=1e-2, warmup_steps=10)
-    stats = train_window_phase(model, windows, 0, cfg, torch.Generator().manual_seed(1), progress=False)
+    cfg = WarmStartConfig(steps=150, lr=1e-2, warmup_steps=10)
+    optimizer, schedule = sft_optimizer(model, cfg)
+    sampler = torch.Generator().manual_seed(1)
+    loss, seconds = run_phase(model, "turn windows", lambda: (pad_rows(sample_windows(windows, 32, sampler), 0), None), 150,
+                              optimizer, schedule, sampler, 0.0, False, Checkpoints(None, 100), None)
     with torch.no_grad():
         after = float(sft_loss(model, batch, 0.0))
     assert before > 3.0 and after < 0.5 * before, (before, after)
-    assert stats["window_final_loss"] < before and stats["window_seconds"] > 0
+    assert loss < before and seconds > 0
 
 
-def test_copy_settings_without_windows_or_with_bad_values_are_clear_errors():
-    from agentcredit.agent.warmstart import WarmStartConfig, train_sft
+def build_in_steps(tmp_path, interrupt_at=None):
+    """train_sft on two hand-built episodes and their windows; interrupted at the `interrupt_at`-th update when given."""
+    import torch
+
+    import agentcredit.testbed.warmstart as warmstart
+
+    episodes = [trajectory(PROMPT, EPISODE), trajectory("Who runs Oslo?|", [search("Oslo"), "Mayor: Ann Lee.|", "<answer>Ann Lee</answer>"])]
+    for t in episodes:
+        t.input_ids = [i % 40 for i in t.input_ids]  # the small model's vocabulary
+    windows = [w for t in episodes for w in turn_windows(t)]
+    cfg = warmstart.WarmStartConfig(window_steps=5, steps=5, batch_size=1, window_batch_size=2, window_mix=1,
+                                    warmup_steps=1, checkpoint_every=2, lr=1e-2)
+    model = small_model()
+    checkpoints = warmstart.Checkpoints(tmp_path, cfg.checkpoint_every)
+    real_step, calls = warmstart.sft_step, []
+
+    def step(*args, **kwargs):
+        calls.append(1)
+        if interrupt_at is not None and len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        return real_step(*args, **kwargs)
+
+    warmstart.sft_step = step
+    try:
+        stats = warmstart.train_sft(model, episodes, 0, cfg, False, windows, checkpoints)
+    except KeyboardInterrupt:
+        stats = None
+    finally:
+        warmstart.sft_step = real_step
+    return model, stats, checkpoints
+
+
+@pytest.mark.parametrize("interrupt_at", [4, 8])  # in the window phase, in the episode phase
+def test_an_interrupted_build_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path, interrupt_at):
+    import torch
+
+    whole, whole_stats, _ = build_in_steps(tmp_path / "whole")
+    _, stopped, checkpoints = build_in_steps(tmp_path / "resumed", interrupt_at)
+    assert stopped is None and checkpoints.path.exists()  # the state of the last checkpoint is on disk
+    resumed, stats, _ = build_in_steps(tmp_path / "resumed")  # the same command again
+    for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert stats["final_loss"] == pytest.approx(whole_stats["final_loss"], abs=1e-6)
+    assert stats["window_final_loss"] == pytest.approx(whole_stats["window_final_loss"], abs=1e-6)
+    assert not checkpoints.path.exists()  # a finished build leaves no state behind
+
+
+def test_a_damaged_build_state_is_a_one_line_error(tmp_path):
+    from agentcredit.testbed.warmstart import Checkpoints
+
+    checkpoints = Checkpoints(tmp_path, 2)
+    tmp_path.joinpath("build_state.pt").write_bytes(b"not a state")
+    with pytest.raises(RuntimeError, match=r"build state .*build_state.pt cannot be read .*delete it to start over"):
+        checkpoints.load()
+
+
+def test_window_settings_without_windows_or_with_bad_values_are_clear_errors():
+    from agentcredit.testbed.warmstart import WarmStartConfig, train_sft
 
     model = small_model()
-    with pytest.raises(ValueError, match="window_steps > 0 but the episodes gave no turn windows"):
-        train_sft(model, [], 0, WarmStartConfig(window_steps=5, window_mix=0), progress=False)
-    with pytest.raises(ValueError, match="window_mix > 0 but the episodes gave no turn windows"):
-        train_sft(model, [], 0, WarmStartConfig(window_steps=0, window_mix=4), progress=False)
+    for steps, mix in ((5, 0), (0, 4)):
+        with pytest.raises(ValueError, match="window_steps or window_mix > 0 but the episodes gave no turn windows"):
+            train_sft(model, [], 0, WarmStartConfig(window_steps=steps, window_mix=mix), progress=False)
     with pytest.raises(ValueError, match="warmstart.window_mix must be an integer >= 0, got -1"):
         WarmStartConfig(window_mix=-1)
     with pytest.raises(ValueError, match="warmstart.window_batch_size must be an integer >= 1, got 0"):
         WarmStartConfig(window_batch_size=0)
-    with pytest.raises(ValueError, match=r"warmstart.window_kind must be one of \['turn', 'copy'\], got 'pages'"):
-        WarmStartConfig(window_kind="pages")
+    with pytest.raises(ValueError, match=r"warmstart.p_vague_query must be a probability in \[0, 1\], got 1.5"):
+        WarmStartConfig(p_vague_query=1.5)
     with pytest.raises(ValueError, match="warmstart.answer_loss_weight must be a number > 0, got 0"):
         WarmStartConfig(answer_loss_weight=0)
 

@@ -1,0 +1,66 @@
+"""Build the tiny testbed's base policy once and write it where runs load it from.
+
+    python scripts/build_base_policy.py                     # the default recipe -> src/agentcredit/testbed/shipped/
+    python scripts/build_base_policy.py warmstart.steps=20 --out /tmp/bp   # any Hydra override; another folder
+    python scripts/build_base_policy.py --no-eval           # skip the held-out evaluation written into info.json
+
+Interrupted builds resume: the state is saved every `warmstart.checkpoint_every` steps under
+$AGENTCREDIT_CACHE/base_policy_build/<key>/ and picked up by the same command. info.json records
+the key runs match against, the build's figures and time, and (unless --no-eval) success on the
+validation split, the answer prior of the same questions, the oracle's later searches issued and
+TRACE's readiness (scripts/readiness.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="folder to write (default: the shipped artefact)")
+    parser.add_argument("--no-eval", action="store_true")
+    parser.add_argument("--n-eval", type=int, default=200)
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+
+    from agentcredit.components import build_components
+    from agentcredit.evaluate import compose_config
+    from agentcredit.paths import cache_dir
+    from agentcredit.testbed.base_policy import SHIPPED, base_policy_key, build_base_policy, save_base_policy
+    from agentcredit.testbed.report import evaluate_base_policy
+    from agentcredit.validation import ConfigError, prepare_config
+
+    try:
+        cfg = prepare_config(compose_config(args.overrides))
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
+        return 2
+    if cfg.model.kind != "tiny" or not cfg.model.warm_start:
+        print("config error: the base policy is built for model=tiny with model.warm_start=true", file=sys.stderr)
+        return 2
+    components = build_components(cfg, progress=not args.quiet, base_policy=False)
+    key = base_policy_key(cfg, components)
+    out = args.out or SHIPPED
+    start = time.time()
+    info = build_base_policy(cfg, components, progress=not args.quiet,
+                             checkpoint_folder=cache_dir() / "base_policy_build" / key)
+    info.update({"key": key, "build_seconds": round(time.time() - start, 1), "threads": torch.get_num_threads(),
+                 "overrides": list(args.overrides)})
+    if not args.no_eval:
+        info["evaluation"] = evaluate_base_policy(cfg, components, n=args.n_eval)
+    save_base_policy(components.policy, components.tokenizer, info, out)
+    print(json.dumps({"out": str(out), **{k: v for k, v in info.items() if k != "overrides"}}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
