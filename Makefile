@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup train test test-slow
+.PHONY: setup train test test-slow base-policy
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,3 +25,7 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(ARGS)
+
+# Rebuild the tiny testbed's shipped base policy (src/agentcredit/testbed/shipped/; about an hour on 2 cores, resumable).
+base-policy: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) scripts/build_base_policy.py $(ARGS)

@@ -105,11 +105,11 @@ def test_from_config_composes_the_real_configs():
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose(config_name="config", overrides=["data.world.num_documents=80", "data.world.num_questions=60",
                                                        "data.prompts_per_step=2", "seed=3"])
-        defaults = compose(config_name="config")
+        defaults = compose(config_name="config", overrides=["data=default"])
     dm = QuestionDataModule.from_config(cfg)
     assert dm.prompts_per_step == 2 and dm.seed == 3 and dm.world_config.num_documents == 80
     assert len(take(dm, 1)[0]) == 2
-    # `python -m agentcredit.world.check` uses WorldConfig's defaults: they must be the yaml's.
+    # WorldConfig's defaults are the realistic world's (data=default); the testbed preset changes some of them.
     assert WorldConfig.from_mapping(dict(defaults.data.world)) == WorldConfig()
 
 
