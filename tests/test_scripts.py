@@ -30,6 +30,7 @@ def test_world_check_prints_its_line():
 def test_eval_policy_prints_success_and_format():
     out = run_json("scripts/eval_policy.py", "--n", "4", "--split", "val", "--", *TINY_MODEL)
     assert out["n"] == 4 and 0 <= out["success"] <= 1 and 0 <= out["format_valid"] <= 1
+    assert 0 <= out["answer_prior"]["mode_success"] <= 1  # success without reading, on the same questions
     assert 0 <= out["well_formed_turns"] <= 1 and 0 <= out["answer_kind_match"] <= 1
 
 
@@ -57,3 +58,22 @@ def test_bench_reference_scoring_prints_its_line():
                    "--prompt-len", "20", "--action-len", "5", "--obs-len", "10")
     assert {"T", "max_abs_diff", "naive_s", "fast_s", "speedup"} <= out.keys()
     assert out["T"] == 3 and out["max_abs_diff"] <= 1e-4
+
+
+def test_build_base_policy_writes_weights_tokenizer_and_info(tmp_path):
+    small = [o for o in TINY_MODEL if o != "model.warm_start=false"]
+    short = ["warmstart.episodes=4", "warmstart.steps=2", "warmstart.window_steps=1", "warmstart.window_mix=1",
+             "warmstart.batch_size=2", "warmstart.window_batch_size=2", "warmstart.aux_worlds=0",
+             "data.world.num_documents=80", "data.world.num_questions=60"]
+    out = run_json("scripts/build_base_policy.py", "--quiet", "--out", str(tmp_path / "bp"), "--n-eval", "4", *small, *short)
+    assert out["steps"] == 2 and out["examples"] == 4 and len(out["key"]) == 16
+    assert {"success", "answer_prior", "oracle_queries", "readiness", "well_formed_turns"} <= out["evaluation"].keys()
+    info = json.loads((tmp_path / "bp" / "info.json").read_text())
+    assert info["key"] == out["key"] and info["build_seconds"] > 0
+    assert (tmp_path / "bp" / "policy.pt").is_file() and (tmp_path / "bp" / "tokenizer.json").is_file()
+
+
+def test_readiness_prints_both_means_with_counts_and_errors():
+    out = run_json("scripts/readiness.py", "--n", "4", "--", *TINY_MODEL)
+    assert out["n"] == 4 and out["eps"] == 0.1
+    assert {"revealing_mean", "revealing_se", "revealing_n", "other_mean", "other_se", "other_n", "gap", "gap_in_se"} <= out.keys()

@@ -57,6 +57,8 @@ def readiness(mean_logprobs, observations, answers, eps: float = 0.1) -> dict:
     (m_r, se_r), (m_o, se_o) = mean_and_stderr(revealing), mean_and_stderr(other)
     gap = m_r - m_o
     se_gap = math.sqrt(se_r ** 2 + se_o ** 2) if revealing and other else float("nan")
-    return {"eps": eps, "revealing_mean": m_r, "revealing_se": se_r, "revealing_n": len(revealing),
-            "other_mean": m_o, "other_se": se_o, "other_n": len(other), "gap": gap,
-            "gap_in_se": gap / se_gap if se_gap and se_gap == se_gap else float("nan")}
+    out = {"eps": eps, "revealing_mean": m_r, "revealing_se": se_r, "revealing_n": len(revealing),
+           "other_mean": m_o, "other_se": se_o, "other_n": len(other), "gap": gap,
+           "gap_in_se": gap / se_gap if se_gap and se_gap == se_gap else float("nan")}
+    # Undefined figures (no revealing turn, a single value) are null: info.json stays strict JSON.
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
