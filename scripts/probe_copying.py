@@ -5,7 +5,7 @@
 
 What it measures: how many steps of the warm start's optimiser and update
 (`warmstart.sft_optimizer`, `sft_step`) a model config needs to copy out of its context, on the two
-synthetic tasks of `models/copy_task.py`, each from fresh weights: `offset` (the copy sits a fixed
+synthetic tasks of `testbed/copy_task.py`, each from fresh weights: `offset` (the copy sits a fixed
 distance back, as the question's entity does for the first query) and `content` (the distance
 varies, so the earlier occurrence must be found by content, as a name on a page must be for a
 query or an answer). Accuracy is per token on a held-out batch; `chance_loss` is ln(pool).

@@ -1,4 +1,4 @@
-"""models/copy_task.py: the two copy tasks are laid out as documented; scripts/probe_copying.py learns one."""
+"""testbed/copy_task.py: the two copy tasks are laid out as documented; scripts/probe_copying.py learns one."""
 
 import subprocess
 import sys
