@@ -168,13 +168,18 @@ def run(cfg: DictConfig) -> float:
     cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
     import lightning as L
 
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
     failed = True
+    test_metrics: dict = {}
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         components = build_components(cfg)
         module = build_module(cfg, components)
         trainer = build_trainer(cfg, components.policy)
         trainer.fit(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"))
+        if cfg.get("final_test", False) and int(cfg.data.get("n_test", 0)) > 0:
+            test_metrics = (trainer.test(module, datamodule=components.datamodule, verbose=False) or [{}])[0]
         failed = False
     finally:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
@@ -185,8 +190,30 @@ def run(cfg: DictConfig) -> float:
         trend = reward_trend(run_dir / "metrics.csv")
         # Whether reward rose: mean train/reward over the first and the last 10 steps.
         rewards = f" train/reward first10={trend[0]:.4f} last10={trend[1]:.4f}" if trend else ""
-        print(f"[agentcredit] final val/accuracy={shown}{rewards} run_dir={run_dir}", flush=True)
+        tested = ""
+        if test_metrics:
+            summary = write_test_summary(run_dir, cfg, test_metrics, int(trainer.global_step))
+            tested = f" test/accuracy={summary['test/accuracy']:.4f} (n={summary['n_test']})"
+        print(f"[agentcredit] final val/accuracy={shown}{tested}{rewards} run_dir={run_dir}", flush=True)
     return accuracy
+
+
+def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps: int) -> dict:
+    """test_summary.json in the run folder: the held-out metrics and what the run was (scripts/compare.py)."""
+    import json
+
+    summary = {
+        "arm": cfg.get("arm") or cfg.credit.name,
+        "credit": cfg.credit.name,
+        "judge": plain(cfg.judge).get("kind") if cfg.get("judge") is not None else None,
+        "seed": int(cfg.seed),
+        "steps": steps,
+        "n_test": int(test_metrics.get("test/n", cfg.data.n_test)),
+        **{k: float(v) for k, v in test_metrics.items() if k.startswith("test/") and k != "test/n"},
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "test_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
 
 
 def in_multirun() -> bool:
