@@ -178,12 +178,12 @@ def run(cfg: DictConfig) -> float:
         module = build_module(cfg, components)
         trainer = build_trainer(cfg, components.policy)
         trainer.fit(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"))
-        if cfg.get("final_test", False) and int(cfg.data.get("n_test", 0)) > 0:
+        accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
+        if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
             test_metrics = (trainer.test(module, datamodule=components.datamodule, verbose=False) or [{}])[0]
         failed = False
     finally:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
-    accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))
     if trainer.is_global_zero:
         shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
         run_dir = Path(run_dir_path(cfg)).resolve()
