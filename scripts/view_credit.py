@@ -22,7 +22,7 @@ import yaml
 
 CSS = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
-h1 { font-size: 18px; } h2 { font-size: 15px; margin: 22px 0 4px; }
+h1 { font-size: 18px; overflow-wrap: anywhere; } h2 { font-size: 15px; margin: 22px 0 4px; }
 .card { border: 1px solid #ccc; border-radius: 6px; padding: 8px 10px; margin: 10px 0; }
 .q { margin: 2px 0 6px; } .muted { color: #666; }
 .chip { display: inline-block; padding: 1px 6px; margin: 1px; border-radius: 8px; background: #eee; font-size: 12px; }
