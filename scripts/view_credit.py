@@ -137,7 +137,7 @@ def render_record(record: dict, scale: dict[str, float], columns: list[tuple[str
         if record.get("anchor_sizes") is not None:
             size = turn_value(record, "anchor_sizes", k)
             cells.append(f'<td class="num">{"" if size is None else int(size)}</td>')
-        label = "answer" if final else str(k)
+        label = (("answer" if record.get("finish_reason") == "answer" else "final (cut)") if final else str(k))
         obs = "" if final else short(observations[k] if k < len(observations) else "", 220)
         rows.append(f'<tr{" class=seg" if in_seg else ""}><td>{label}{" ★" if in_seg else ""}</td>'
                     f'<td class="code">{html.escape(short(text, 300))}</td><td class="code">{html.escape(obs)}</td>'

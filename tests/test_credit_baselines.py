@@ -175,3 +175,15 @@ def test_budget_grpo_and_gspo_share_grpo_advantages():
                                           ({"name": "gspo", "ratio_level": None}, "sequence")])
 def test_the_ratio_level_is_a_loss_setting(knobs, level):
     assert loss_settings(split_credit_config(knobs))["ratio_level"] == level
+
+
+def test_extra_rollouts_from_a_prover_runs_metrics(tmp_path):
+    from agentcredit.lit.credit_inputs import extra_rollouts
+
+    csv_path = tmp_path / "metrics.csv"
+    # steps with continuations: 300 and 100 tokens per group; 8 rollouts cost 800 (100 each) → round(200/100) = 2
+    csv_path.write_text("step,credit/extra_tokens,credit/group_tokens,val/accuracy\n0,300,800,\n1,100,800,\n1,,,0.5\n")
+    assert extra_rollouts({"match_metrics": str(csv_path), "extra_rollouts": 5}, 8) == 2
+    assert extra_rollouts({"extra_rollouts": 3}, 8) == 3 and extra_rollouts({}, 8) == 0
+    with pytest.raises(ValueError, match="is not a file"):
+        extra_rollouts({"match_metrics": str(tmp_path / "none.csv")}, 8)
