@@ -81,7 +81,7 @@ class AgentRLModule(L.LightningModule):
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        advantages, trajectories, credit_logs, per_turn, samples = [], [], [], [], []
+        advantages, trajectories, credit_logs, samples = [], [], [], []
         for question, trajs in zip(questions, groups):
             group, logs = build_group(self.method, self.credit.run, trajs, question, self.credit_inputs, worker)
             adv = self.method.advantages(group, **self.credit.advantage)  # (G, L_group)
@@ -91,7 +91,6 @@ class AgentRLModule(L.LightningModule):
             trajectories.extend(trajs)
             # List-valued diagnostics hold one entry per rollout of the group (e.g. TRACE's δ and r per turn).
             extras = [{k: v[j] for k, v in logs.items() if isinstance(v, list)} for j in range(len(trajs))]
-            per_turn.extend(extras)
             credit_logs.append({k: v for k, v in logs.items() if not isinstance(v, list)})
             samples.append((question, trajs, adv.unbind(0), extras))
         t_credit = time.perf_counter() - t1
