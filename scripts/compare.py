@@ -27,14 +27,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default="grpo", help="arm the paired comparison is against")
     args = parser.parse_args(argv)
 
-    runs = []
+    runs, seen = [], set()
     for folder in args.folders:
         if not folder.is_dir():
             parser.error(f"{folder} is not a folder; give a multirun folder or an exported docs/results/<name>/")
         try:
-            runs += read_runs(folder)
+            found = read_runs(folder)
         except FileNotFoundError as err:
             parser.error(str(err))
+        for run in found:
+            # An arm in two folders (compare_ablations reruns "trace"): the first folder's run of a seed counts.
+            if (run.arm, run.seed) in seen:
+                print(f"[compare] {run.arm} seed {run.seed} from {folder} left out: an earlier folder has it")
+                continue
+            seen.add((run.arm, run.seed))
+            runs.append(run)
     if args.export is not None:
         written = export_runs(runs, args.export)
         print(f"[compare] exported {len(written)} run summaries to {args.export}")
