@@ -36,7 +36,7 @@ def test_builtin_methods_and_their_requirements():
 def test_duplicate_and_unknown_names():
     with pytest.raises(ValueError, match="'grpo' is already registered"):
         register_credit("grpo")(lambda group, *, outcome_scale="std": None)
-    with pytest.raises(ValueError, match="registered: grpo, gspo, prover, trace"):
+    with pytest.raises(ValueError, match="registered: budget-grpo, gigpo, grpo, gspo, prover, spo-chain, trace"):
         get_credit("ppo")
 
 
@@ -121,7 +121,7 @@ def _yaml(name):
     return OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
 
 
-@pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover"])
+@pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo"])
 def test_yaml_validates_and_matches_function_defaults(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith(f"# python train.py credit={name}")

@@ -39,3 +39,36 @@ def test_prover_trains_with_the_heuristic_judge(tmp_path):
     train_tiny(tmp_path, "credit=prover", "judge=heuristic", "credit.num_continuations=2", *MORE)
     keys = logged(tmp_path, "credit/")
     assert "credit/eligible" in keys and "credit/extra_tokens" in keys
+
+
+def test_spo_chain_trains_with_every_group_eligible(tmp_path, monkeypatch):
+    # An untrained policy never succeeds: count every rollout a success and every group eligible. Its
+    # rollouts rarely make a tool call, so boundaries are measured in tests/test_chain_values.py.
+    import agentcredit.agent.chain_values as chain_values
+
+    monkeypatch.setattr(chain_values, "is_eligible", lambda *args, **kwargs: True)
+    train_tiny(tmp_path, "credit=spo-chain", "credit.num_continuations=2", "credit.success_threshold=0.0",
+               "rollout.max_tool_turns=3", *MORE)
+    keys = logged(tmp_path, "credit/")
+    assert {"credit/eligible", "credit/chained", "credit/extra_tokens"} <= keys
+    samples = [json.loads(line) for line in (tmp_path / "credit_samples.jsonl").read_text().splitlines()]
+    assert all(float(r["credit/eligible"]) == 1.0 for r in read_metrics(tmp_path) if r.get("credit/eligible"))
+    for s in (s for s in samples if s.get("segment_advantages") is not None):
+        assert len(s["segment_advantages"]) == len(s["chain_boundaries"]) + 1 == len(s["chain_values"]) + 1
+
+
+def test_gigpo_and_budget_grpo_train(tmp_path):
+    train_tiny(tmp_path / "gigpo", "credit=gigpo", *MORE)
+    assert {"credit/anchor_share", "credit/step_adv_abs"} <= logged(tmp_path / "gigpo", "credit/")
+    samples = [json.loads(line) for line in (tmp_path / "gigpo" / "credit_samples.jsonl").read_text().splitlines()]
+    assert all(len(s["step_advantages"]) == s["num_tool_turns"] + 1 for s in samples)
+    train_tiny(tmp_path / "budget", "credit=budget-grpo", "credit.extra_rollouts=1", *MORE)
+    rows = read_metrics(tmp_path / "budget")
+    assert {float(r["rollout/group_size"]) for r in rows if r.get("rollout/group_size")} == {4.0}  # 3 + 1
+
+
+def test_a_run_ends_with_the_held_out_evaluation(tmp_path):
+    train_tiny(tmp_path, "credit=grpo", *MORE)
+    summary = json.loads((tmp_path / "test_summary.json").read_text())
+    assert summary["n_test"] == 2 and summary["arm"] == "grpo" and 0 <= summary["test/accuracy"] <= 1
+    assert {"test/accuracy", "test/format_valid", "test/tool_calls"} <= logged(tmp_path, "test/")

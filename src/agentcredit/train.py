@@ -186,22 +186,49 @@ def run(cfg: DictConfig) -> float:
     cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
     import lightning as L
 
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
     failed = True
+    test_metrics: dict = {}
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         components = build_components(cfg)
         module = build_module(cfg, components)
         trainer = build_trainer(cfg, components.policy)
         trainer.fit(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"))
+        accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
+        if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
+            test_metrics = (trainer.test(module, datamodule=components.datamodule, verbose=False) or [{}])[0]
         failed = False
     finally:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
-    accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))
     if trainer.is_global_zero:
         shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
         run_dir = Path(run_dir_path(cfg)).resolve()
-        print(f"[agentcredit] final val/accuracy={shown}{run_summary(run_dir / 'metrics.csv')} run_dir={run_dir}", flush=True)
+        tested = ""
+        if test_metrics:
+            summary = write_test_summary(run_dir, cfg, test_metrics, int(trainer.global_step))
+            tested = f" test/accuracy={summary['test/accuracy']:.4f} (n={summary['n_test']})"
+        print(f"[agentcredit] final val/accuracy={shown}{tested}{run_summary(run_dir / 'metrics.csv')} run_dir={run_dir}", flush=True)
     return accuracy
+
+
+def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps: int) -> dict:
+    """test_summary.json in the run folder: the held-out metrics and what the run was (scripts/compare.py)."""
+    import json
+
+    summary = {
+        "arm": cfg.get("arm") or cfg.credit.name,
+        "credit": cfg.credit.name,
+        "judge": plain(cfg.judge).get("kind") if cfg.get("judge") is not None else None,
+        "seed": int(cfg.seed),
+        "steps": steps,
+        "n_test": int(test_metrics.get("test/n", cfg.data.n_test)),
+        **{k: float(v) for k, v in test_metrics.items() if k.startswith("test/") and k != "test/n"},
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "test_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
 
 
 def in_multirun() -> bool:

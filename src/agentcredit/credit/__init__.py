@@ -1,10 +1,11 @@
-"""Credit assignment: pure advantage functions (grpo, trace, prover), losses and the method registry.
+"""Credit assignment: pure advantage functions (grpo, trace, prover and the baselines spo-chain, gigpo,
+budget-grpo, gspo), losses and the method registry.
 
 Importing this package registers the built-in methods, so ``get_credit("trace")`` works after
 ``import agentcredit.credit``.
 """
 
-from agentcredit.credit import methods  # noqa: F401  (registers grpo, trace, prover, gspo)
+from agentcredit.credit import methods  # noqa: F401  (registers every built-in method)
 from agentcredit.credit.config import CreditConfig, split_credit_config, validate_credit_config
 from agentcredit.credit.group import CreditGroup, VerifiedSegment
 from agentcredit.credit.registry import CreditMethod, available_credits, get_credit, register_credit

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agentcredit.credit.grpo import OUTCOME_SCALES
-from agentcredit.credit.losses import AGG_MODES
+from agentcredit.credit.losses import AGG_MODES, RATIO_LEVELS
 from agentcredit.credit.registry import get_credit
 from agentcredit.credit.trace import ANSWER_TAIL_RULES, TRANSFORMS
 
-LOSS_KNOBS = ("clip_low", "clip_high", "loss_agg", "kl_coef", "tis_cap")
+LOSS_KNOBS = ("clip_low", "clip_high", "loss_agg", "kl_coef", "tis_cap", "ratio_level")
 
 
 def _number(value: object) -> bool:
@@ -71,7 +71,18 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "eligible_low": _unit_interval(closed_low=True),
     "eligible_high": _unit_interval(closed_low=True),
     "success_threshold": ((lambda v: _number(v)), "a number (rewards >= it count as success)"),
+    # budget-matched GRPO
+    "extra_rollouts": _integer(0),
+    "match_metrics": ((lambda v: v is None or (isinstance(v, str) and v != "")),
+                      "null (use extra_rollouts) or the metrics.csv of a ProVer run"),
+    # SPO-chain
+    "max_segments": _integer(1),
+    # GiGPO (gamma is checked with TRACE's)
+    "omega": _non_negative(),
+    "step_scale": _choice(OUTCOME_SCALES),
     # loss
+    "ratio_level": ((lambda v: v is None or v in RATIO_LEVELS),
+                    f"null (the method's own) or one of {list(RATIO_LEVELS)}"),
     "clip_low": ((lambda v: _number(v) and 0 < v < 1), "a number in (0, 1)"),
     "clip_high": _positive(),
     "loss_agg": _choice(AGG_MODES),
@@ -131,3 +142,13 @@ def split_credit_config(knobs: Mapping) -> CreditConfig:
     method = get_credit(name)
     pick = lambda keys: {k: knobs[k] for k in keys if k in knobs}  # noqa: E731
     return CreditConfig(name, pick(method.advantage_knobs), pick(LOSS_KNOBS), pick(method.run_knobs))
+
+
+def loss_settings(config: CreditConfig) -> dict:
+    """The keyword arguments of ``losses.policy_loss`` for this config: its loss knobs, with
+    ``ratio_level`` the knob's value when set (``credit=grpo credit.ratio_level=sequence`` is GRPO
+    with GSPO's ratio) and the method's registered default otherwise."""
+    loss = dict(config.loss)
+    if loss.get("ratio_level") is None:
+        loss["ratio_level"] = get_credit(config.name).ratio_level
+    return loss

@@ -20,13 +20,25 @@ class VerifiedSegment:
 
 
 @dataclass(frozen=True)
+class ChainValues:
+    """SPO-chain's measurements on one successful rollout: its internal boundaries b_1 < ... (states S_b)
+    and the continuation mean reward V_j from each (``credit.spo``)."""
+
+    rollout: int
+    boundaries: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class CreditGroup:
     """One prompt group of G rollouts padded to L tokens.
 
     rewards: (G,) terminal rewards. turn_ids, loss_mask: (G, L) in the layout of ``credit.tokens``.
     num_turns: (G,) tool turns T_g. mean_logprobs: G tensors (T_g+1,) of reference scores ℓ̄ (TRACE
     only). segment: the verified segment (ProVer only; None when the group was not eligible, the
-    judge failed or the proposal was invalid).
+    judge failed or the proposal was invalid). chains: SPO-chain's boundary values of the measured
+    rollouts (empty when none was). state_keys: G tensors (T_g+1,) long, the anchor key of the
+    environment state at S_0..S_T (GiGPO).
     """
 
     rewards: Tensor
@@ -35,6 +47,8 @@ class CreditGroup:
     num_turns: Tensor
     mean_logprobs: list[Tensor] | None = None
     segment: VerifiedSegment | None = None
+    chains: tuple[ChainValues, ...] | None = None
+    state_keys: list[Tensor] | None = None
 
     def __post_init__(self) -> None:
         group_size = self.rewards.shape[0] if self.rewards.dim() == 1 else -1
@@ -64,6 +78,21 @@ class CreditGroup:
             if not 0 <= seg.start <= seg.end < int(self.num_turns[seg.rollout]):
                 raise ValueError(f"segment [{seg.start}, {seg.end}] is not within tool turns "
                                  f"0..{int(self.num_turns[seg.rollout]) - 1} of rollout {seg.rollout}")
+
+        for chain in self.chains or ():
+            if not 0 <= chain.rollout < group_size:
+                raise ValueError(f"chain rollout {chain.rollout} is outside the group of {group_size}")
+            turns = int(self.num_turns[chain.rollout])
+            if len(chain.values) != len(chain.boundaries) or not all(1 <= b <= turns for b in chain.boundaries):
+                raise ValueError(f"chain of rollout {chain.rollout}: boundaries {chain.boundaries} must lie in "
+                                 f"1..{turns}, one value each, got values {chain.values}")
+        if self.state_keys is not None:
+            if len(self.state_keys) != group_size:
+                raise ValueError(f"state_keys must hold G = {group_size} tensors, got {len(self.state_keys)}")
+            for g, keys in enumerate(self.state_keys):
+                if tuple(keys.shape) != (int(self.num_turns[g]) + 1,):
+                    raise ValueError(f"state_keys[{g}] must be (T_g+1,) = ({int(self.num_turns[g]) + 1},), "
+                                     f"got {tuple(keys.shape)}")
 
     @property
     def size(self) -> int:

@@ -1,8 +1,10 @@
-"""The registered credit methods: grpo, trace, prover, gspo.
+"""The registered credit methods: grpo, trace, prover, gspo, and ProVer's baselines budget-grpo,
+spo-chain, gigpo.
 
 Each turns a ``CreditGroup`` into per-token advantages (G, L); the knob names and defaults are the
-keys of ``conf/credit/<name>.yaml``. ``spo-chain`` and ``gigpo`` (ProVer's baselines) are not
-implemented yet.
+keys of ``conf/credit/<name>.yaml``. gspo and budget-grpo register GRPO's own function: what differs
+is the loss's sequence-level ratio (the ``ratio_level`` loss knob) and the group size (the
+``extra_rollouts`` run knob).
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from agentcredit.credit.gigpo import anchor_step_advantages, gigpo_token_advantages, step_returns
 from agentcredit.credit.grpo import outcome_advantages
 from agentcredit.credit.group import CreditGroup
 from agentcredit.credit.registry import register_credit
-from agentcredit.credit.tokens import constant_token_advantages, prover_token_advantages, trace_token_advantages
+from agentcredit.credit.spo import chain_advantages, chain_token_advantages
+from agentcredit.credit.tokens import (ANSWER_TURN, constant_token_advantages, prover_token_advantages,
+                                       trace_token_advantages)
 from agentcredit.credit.trace import answer_tail_terms, td_credits, turn_rewards
 
 TRACE_RUN_KNOBS = ("reference_path",)
 PROVER_RUN_KNOBS = ("num_continuations", "max_segment_turns", "max_judge_corrections",
                     "eligible_low", "eligible_high", "success_threshold")
+BUDGET_RUN_KNOBS = ("extra_rollouts", "match_metrics")
+SPO_RUN_KNOBS = ("num_continuations", "max_segments", "eligible_low", "eligible_high", "success_threshold")
 
 
 def trace_turn_credit(
@@ -74,11 +81,9 @@ def grpo_advantages(group: CreditGroup, *, outcome_scale: str = "std") -> Tensor
     return constant_token_advantages(group.loss_mask, outcome)
 
 
-@register_credit("gspo", ratio_level="sequence")
-def gspo_advantages(group: CreditGroup, *, outcome_scale: str = "std") -> Tensor:
-    """GSPO: GRPO's advantages; the difference is the sequence-level ratio in the loss."""
-    outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
-    return constant_token_advantages(group.loss_mask, outcome)
+# GSPO (sequence-level ratio) and budget-matched GRPO (wider groups) differ from GRPO outside the advantage.
+register_credit("gspo", ratio_level="sequence")(grpo_advantages)
+register_credit("budget-grpo", run_knobs=BUDGET_RUN_KNOBS)(grpo_advantages)
 
 
 @register_credit("trace", needs_reference_scores=True, run_knobs=TRACE_RUN_KNOBS, diagnostics=_trace_diagnostics)
@@ -105,7 +110,14 @@ def trace_advantages(
                                   alpha_out, alpha_turn, tails)
 
 
-@register_credit("prover", needs_segment_verification=True, run_knobs=PROVER_RUN_KNOBS)
+def _prover_diagnostics(group: CreditGroup, **knobs) -> dict:
+    """Per rollout: [start, end, Δ] of the verified segment on the rollout it belongs to, else None."""
+    seg = group.segment
+    return {"segment": [[seg.start, seg.end, seg.delta] if seg is not None and g == seg.rollout else None
+                        for g in range(group.size)]}
+
+
+@register_credit("prover", needs_segment_verification=True, run_knobs=PROVER_RUN_KNOBS, diagnostics=_prover_diagnostics)
 def prover_advantages(group: CreditGroup, *, lam: float = 1.0, outcome_scale: str = "none") -> Tensor:
     """ProVer eq. 4: GRPO advantages, plus λ·Δ on the verified segment's tokens when Δ > 0."""
     outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
@@ -116,3 +128,69 @@ def prover_advantages(group: CreditGroup, *, lam: float = 1.0, outcome_scale: st
         advantages[g] = prover_token_advantages(group.turn_ids[g], group.loss_mask[g], outcome[g],
                                                 (segment.start, segment.end), segment.delta, lam)
     return advantages
+
+
+def _chain_segment_advantages(group: CreditGroup) -> dict[int, tuple[tuple[int, ...], Tensor]]:
+    """rollout -> (internal boundaries, (m,) segment advantages A_1..A_m) for each measured rollout."""
+    v0 = float(group.float_rewards().mean())
+    return {c.rollout: (c.boundaries, chain_advantages(v0, c.values, float(group.rewards[c.rollout])))
+            for c in group.chains or ()}
+
+
+def _spo_diagnostics(group: CreditGroup, **knobs) -> dict:
+    chains = _chain_segment_advantages(group)
+    values = {c.rollout: list(c.values) for c in group.chains or ()}
+    return {
+        "chain_boundaries": [list(chains[g][0]) if g in chains else None for g in range(group.size)],
+        "chain_values": [values.get(g) for g in range(group.size)],
+        "segment_advantages": [chains[g][1].tolist() if g in chains else None for g in range(group.size)],
+    }
+
+
+@register_credit("spo-chain", needs_chain_values=True, run_knobs=SPO_RUN_KNOBS, diagnostics=_spo_diagnostics)
+def spo_chain_advantages(group: CreditGroup, *, outcome_scale: str = "none") -> Tensor:
+    """SPO-chain (ProVer Appendix A.3): A_j on segment j of each measured success, GRPO elsewhere."""
+    outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
+    advantages = constant_token_advantages(group.loss_mask, outcome)  # (G, L)
+    for g, (boundaries, seg_adv) in _chain_segment_advantages(group).items():
+        advantages[g] = chain_token_advantages(group.turn_ids[g], group.loss_mask[g], boundaries, seg_adv)
+    return advantages
+
+
+def gigpo_step_credit(group: CreditGroup, *, gamma: float = 0.95, step_scale: str = "std"
+                      ) -> tuple[list[Tensor], list[Tensor]]:
+    """(A^S per action [(T_g+1,)], anchor-group sizes [(T_g+1,)]) for a group with state keys."""
+    if group.state_keys is None:
+        raise ValueError("credit=gigpo needs environment state keys: the group has no state_keys "
+                         "(the orchestrator must key each boundary's snapshot first)")
+    rewards = group.float_rewards()
+    returns = [step_returns(float(rewards[g]), int(group.num_turns[g]), gamma) for g in range(group.size)]
+    acted = []
+    for g in range(group.size):
+        row = torch.ones(int(group.num_turns[g]) + 1, dtype=torch.bool)
+        row[-1] = bool(((group.turn_ids[g] == ANSWER_TURN) & (group.loss_mask[g] > 0)).any())
+        acted.append(row)
+    return anchor_step_advantages(returns, group.state_keys, acted, step_scale)
+
+
+def _gigpo_diagnostics(group: CreditGroup, **knobs) -> dict:
+    step, sizes = gigpo_step_credit(group, **{k: knobs[k] for k in ("gamma", "step_scale") if k in knobs})
+    all_sizes = torch.cat(sizes)
+    acted = all_sizes > 0
+    return {
+        "step_advantages": [s.tolist() for s in step],
+        "anchor_sizes": [s.tolist() for s in sizes],
+        # Share of actions whose state some other action of the group was also taken from.
+        "anchor_share": float((all_sizes[acted] > 1).double().mean()) if acted.any() else 0.0,
+        "step_adv_abs": float(torch.cat(step)[acted].abs().mean()) if acted.any() else 0.0,
+    }
+
+
+@register_credit("gigpo", needs_state_keys=True, diagnostics=_gigpo_diagnostics)
+def gigpo_advantages(group: CreditGroup, *, gamma: float = 0.95, omega: float = 1.0, outcome_scale: str = "std",
+                     step_scale: str = "std") -> Tensor:
+    """GiGPO eq. 8: episode advantage A^E_g plus ω times the anchor-state step advantage of each action."""
+    episode = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
+    step, _ = gigpo_step_credit(group, gamma=gamma, step_scale=step_scale)
+    return torch.stack([gigpo_token_advantages(group.turn_ids[g], group.loss_mask[g], episode[g], step[g], omega)
+                        for g in range(group.size)])  # (G, L)

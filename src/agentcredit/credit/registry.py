@@ -2,7 +2,9 @@
 
 Each entry says what the orchestrator must supply before calling ``advantages``:
 reference scores ℓ̄ (``needs_reference_scores``), a verified segment (``needs_segment_verification``),
-and which importance ratio the loss uses (``ratio_level``). The orchestrator then calls
+continuation values at fixed segment boundaries (``needs_chain_values``, SPO-chain), the environment
+state key at every boundary (``needs_state_keys``, GiGPO), and which importance ratio the loss uses
+(``ratio_level``). Groups get ``extra_rollouts`` more rollouts when a method has that run knob. The orchestrator then calls
 ``method.advantages(group, **advantage_knobs)`` and never branches on the method's name.
 """
 
@@ -32,6 +34,8 @@ class CreditMethod:
     ratio_level: str = "token"
     run_knobs: tuple[str, ...] = ()
     diagnostics: DiagnosticsFn | None = None
+    needs_chain_values: bool = False
+    needs_state_keys: bool = False
     advantage_knobs: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -57,14 +61,18 @@ def register_credit(
     ratio_level: str = "token",
     run_knobs: tuple[str, ...] = (),
     diagnostics: DiagnosticsFn | None = None,
+    needs_chain_values: bool = False,
+    needs_state_keys: bool = False,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Decorator registering ``fn(group: CreditGroup, *, knob=default, ...) -> Tensor (G, L)``."""
 
     def decorator(fn: AdvantageFn) -> AdvantageFn:
         if name in _REGISTRY:
             raise ValueError(f"credit method {name!r} is already registered; pick another name")
-        _REGISTRY[name] = CreditMethod(name, fn, needs_reference_scores, needs_segment_verification,
-                                       ratio_level, tuple(run_knobs), diagnostics)
+        _REGISTRY[name] = CreditMethod(name, fn, needs_reference_scores=needs_reference_scores,
+                                       needs_segment_verification=needs_segment_verification,
+                                       ratio_level=ratio_level, run_knobs=tuple(run_knobs), diagnostics=diagnostics,
+                                       needs_chain_values=needs_chain_values, needs_state_keys=needs_state_keys)
         return fn
 
     return decorator

@@ -23,6 +23,7 @@ starting with "Error:" and leave the browsing state unchanged (diagnostics still
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -50,6 +51,13 @@ class EnvSnapshot:
     last_results: tuple[str, ...]
     history: tuple[str, ...]  # doc id shown at each cursor
     diagnostics: DiagnosticsState
+
+    def anchor_key(self) -> int:
+        """A 63-bit key of the browsing state, equal for snapshots from which every tool call returns the
+        same observation: corpus, whether a search ran, the last results and the page history.
+        Diagnostics counters are left out (they change no observation). GiGPO groups actions by it."""
+        digest = hashlib.sha256(repr((self.corpus_hash, self.has_searched, self.last_results, self.history)).encode())
+        return int.from_bytes(digest.digest()[:8], "big") >> 1
 
 
 def clip(text: str, max_chars: int) -> str:

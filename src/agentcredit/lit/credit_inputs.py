@@ -2,12 +2,19 @@
 
 - reference scores ℓ̄_k (TRACE): the frozen reference model's mean gold-answer log-probability after
   each state S_k, from the fast shared-prefix scorer;
-- a verified segment (ProVer): judge proposal + continuations from restored states.
+- a verified segment (ProVer): judge proposal + continuations from restored states;
+- boundary values (SPO-chain): continuations from fixed internal boundaries of successful rollouts;
+- state keys (GiGPO): the anchor key of the environment snapshot at every boundary.
+
+``group_size`` gives the rollouts per group: ``rollout.group_size`` plus a method's ``extra_rollouts``
+(budget-matched GRPO), which ``credit.match_metrics`` may derive from a ProVer run's metrics.csv.
 """
 
 from __future__ import annotations
 
+import csv
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -58,6 +65,15 @@ def build_group(method, run_knobs: dict, trajectories: list[Trajectory], questio
         mean_logprobs = [s.float().cpu() for s in inputs.reference_scores(trajectories, question)]
         logs["scoring_s"] = time.perf_counter() - t0
         logs["mean_logprobs"] = [s.tolist() for s in mean_logprobs]
+    chains = None
+    if method.needs_chain_values:
+        from agentcredit.agent.chain_values import measure_chains
+
+        chains, chain_logs = measure_chains(trajectories, question, worker, run_knobs)
+        logs.update(chain_logs)
+    state_keys = None
+    if method.needs_state_keys:
+        state_keys = [torch.tensor([s.anchor_key() for s in t.snapshots], dtype=torch.long) for t in trajectories]
     segment = None
     if method.needs_segment_verification:
         if inputs.segment_verifier is None:
@@ -71,5 +87,28 @@ def build_group(method, run_knobs: dict, trajectories: list[Trajectory], questio
         num_turns=torch.tensor([t.num_tool_turns for t in trajectories], dtype=torch.long),
         mean_logprobs=mean_logprobs,
         segment=segment,
+        chains=chains,
+        state_keys=state_keys,
     )
     return group, logs
+
+
+def extra_rollouts(run_knobs: dict, group_size: int) -> int:
+    """Rollouts added to each group: from ``match_metrics`` (a ProVer run's metrics.csv) when set, else
+    ``extra_rollouts`` (0 for methods without these knobs)."""
+    from agentcredit.credit.budget import matched_extra_rollouts
+
+    path = run_knobs.get("match_metrics")
+    if path is None:
+        return int(run_knobs.get("extra_rollouts") or 0)
+    if not Path(path).is_file():
+        raise ValueError(f"credit.match_metrics {path!r} is not a file; give the metrics.csv of a ProVer run")
+    extra, tokens = [], []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("credit/extra_tokens") and row.get("credit/group_tokens"):
+                extra.append(float(row["credit/extra_tokens"]))
+                tokens.append(float(row["credit/group_tokens"]))
+    if not extra:
+        raise ValueError(f"{path} logs no credit/extra_tokens and credit/group_tokens; is it a ProVer run's metrics.csv?")
+    return matched_extra_rollouts(extra, tokens, group_size)

@@ -100,7 +100,7 @@ class QuestionDataModule(L.LightningDataModule):
     def __init__(self, world: Mapping[str, Any] | WorldConfig | None = None, prompts_per_step: int = 4,
                  n_val: int = 64, n_test: int = 200, val_fraction: float = 0.2, test_fraction: float = 0.2,
                  seed: int = 0, corpus_path: str | None = None, questions_path: str | None = None,
-                 use_cache: bool = True):
+                 use_cache: bool = True, test_batch_size: int | None = None):
         super().__init__()
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
@@ -109,6 +109,8 @@ class QuestionDataModule(L.LightningDataModule):
         self.world_config = WorldConfig.from_mapping(world)
         self.prompts_per_step = prompts_per_step
         self.n_val, self.n_test = n_val, n_test
+        # The held-out evaluation rolls out one answer per question: wider batches than training's P.
+        self.test_batch_size = test_batch_size or prompts_per_step
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.seed = seed
         self.corpus_path, self.questions_path = corpus_path, questions_path
@@ -167,7 +169,7 @@ class QuestionDataModule(L.LightningDataModule):
         return DataLoader(FixedQuestions(self.splits["val"][: self.n_val]), batch_size=self.prompts_per_step, collate_fn=list)
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(FixedQuestions(self.splits["test"][: self.n_test]), batch_size=self.prompts_per_step, collate_fn=list)
+        return DataLoader(FixedQuestions(self.splits["test"][: self.n_test]), batch_size=self.test_batch_size, collate_fn=list)
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         # Lightning fetches one batch ahead; the batch reaching this hook is the one being trained

@@ -18,13 +18,16 @@ import lightning as L
 import torch
 
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
-from agentcredit.agent.trajectory import Trajectory, pad_batch
-from agentcredit.credit.config import split_credit_config
+from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, pad_batch
+from agentcredit.credit.config import loss_settings, split_credit_config
 from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss
 from agentcredit.credit.registry import get_credit
-from agentcredit.lit.credit_inputs import CreditInputs, build_group
+from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.logprobs import token_logprobs
+
+
+TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
 
 
 @dataclass
@@ -52,6 +55,9 @@ class AgentRLModule(L.LightningModule):
         self.rollout_cfg = rollout_cfg
         self.credit = split_credit_config(credit_cfg)
         self.method = get_credit(self.credit.name)
+        self.loss_settings = loss_settings(self.credit)
+        # Budget-matched GRPO widens every group; other methods add nothing.
+        self.group_size = rollout_cfg.group_size + extra_rollouts(self.credit.run, rollout_cfg.group_size)
         self.settings = settings
         self.credit_inputs = credit_inputs
         self.automatic_optimization = False  # one update per rollout batch, gradients accumulated over micro-batches
@@ -71,11 +77,11 @@ class AgentRLModule(L.LightningModule):
         t0 = time.perf_counter()
         self.policy.eval()
         worker = self._worker(self.rollout_cfg.temperature, stream=0)
-        groups = worker.rollout(questions, self.rollout_cfg.group_size)
+        groups = worker.rollout(questions, self.group_size)
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        advantages, trajectories, credit_logs, per_turn = [], [], [], []
+        advantages, trajectories, credit_logs, samples = [], [], [], []
         for question, trajs in zip(questions, groups):
             group, logs = build_group(self.method, self.credit.run, trajs, question, self.credit_inputs, worker)
             adv = self.method.advantages(group, **self.credit.advantage)  # (G, L_group)
@@ -84,8 +90,9 @@ class AgentRLModule(L.LightningModule):
             advantages.extend(adv.unbind(0))
             trajectories.extend(trajs)
             # List-valued diagnostics hold one entry per rollout of the group (e.g. TRACE's δ and r per turn).
-            per_turn.extend({k: v[j] for k, v in logs.items() if isinstance(v, list)} for j in range(len(trajs)))
+            extras = [{k: v[j] for k, v in logs.items() if isinstance(v, list)} for j in range(len(trajs))]
             credit_logs.append({k: v for k, v in logs.items() if not isinstance(v, list)})
+            samples.append((question, trajs, adv.unbind(0), extras))
         t_credit = time.perf_counter() - t1
 
         t2 = time.perf_counter()
@@ -94,7 +101,7 @@ class AgentRLModule(L.LightningModule):
         t_update = time.perf_counter() - t2
 
         self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update)
-        self._remember_samples(trajectories, advantages, per_turn)
+        self._remember_samples(samples)
 
     @property
     def _sharded(self) -> bool:
@@ -127,8 +134,8 @@ class AgentRLModule(L.LightningModule):
             if self.credit.loss.get("kl_coef", 0.0) > 0:
                 ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"], temperature)
             loss, stats = policy_loss(
-                logprobs, old, adv, batch["loss_mask"], ratio_level=self.method.ratio_level,
-                ref_logprobs=ref_logprobs, behaviour_logprobs=behaviour, **self.credit.loss,
+                logprobs, old, adv, batch["loss_mask"],
+                ref_logprobs=ref_logprobs, behaviour_logprobs=behaviour, **self.loss_settings,
             )
             # token-mean over the whole step, not per micro-batch: weight each chunk by its share of tokens.
             share = float(batch["loss_mask"].sum()) / max(total_tokens, 1)
@@ -159,6 +166,8 @@ class AgentRLModule(L.LightningModule):
             "time/rollout_s": t_rollout,
             "time/credit_s": t_credit,
             "time/update_s": t_update,
+            "time/step_s": t_rollout + t_credit + t_update,
+            "rollout/group_size": float(self.group_size),
         }
         metrics.update({f"train/{k}": v for k, v in stats.items()})
         groups = torch.tensor([t.group for t in trajectories])
@@ -168,27 +177,52 @@ class AgentRLModule(L.LightningModule):
             for key, value in logs.items():
                 scalar_logs.setdefault(key, []).append(float(value))
         metrics.update({key if "/" in key else f"credit/{key}": sum(v) / len(v) for key, v in scalar_logs.items()})
+        # Everything the policy sampled this step: the trained rollouts and any continuations (ProVer, SPO-chain).
+        metrics["rollout/generated_tokens"] = float(sum(t.num_policy_tokens for t in trajectories)
+                                                    + sum(scalar_logs.get("extra_tokens", [])))
         if "extra_tokens" in scalar_logs and sum(scalar_logs.get("group_tokens", [])) > 0:
             # Verification overhead: continuation tokens per token of the step's own rollouts.
             metrics["credit/extra_token_ratio"] = sum(scalar_logs["extra_tokens"]) / sum(scalar_logs["group_tokens"])
         self.log_dict(metrics, prog_bar=False, on_step=True, batch_size=n)
         self.log("reward", metrics["train/reward"], prog_bar=True, on_step=True, logger=False, batch_size=n)
 
-    def _remember_samples(self, trajectories, advantages, per_turn):
+    def _remember_samples(self, samples):
+        """Trajectories for credit_samples.jsonl (scripts/view_credit.py): groups whose credit differs
+        between rollouts first (a verified segment or chain, else mixed rewards), their credited rollout
+        first; each record carries its question and the group's rewards."""
+        def credited(extras: dict) -> bool:
+            return any(extras.get(k) is not None for k in ("segment", "segment_advantages"))
+
+        def priority(sample) -> tuple:
+            _, trajs, _, extras = sample
+            rewards = [t.reward for t in trajs]
+            return (not any(credited(e) for e in extras), max(rewards) == min(rewards))
+
         keep = []
-        for traj, adv, extras in list(zip(trajectories, advantages, per_turn))[: self.settings.samples_per_val]:
-            record = traj.summary()
-            record["step"] = int(self.global_step)
-            turn_ids = torch.tensor(traj.turn_ids)
-            own = adv[: turn_ids.shape[0]]  # the group's advantages are padded to its longest rollout
-            record["turn_advantages"] = [float(own[turn_ids == k].mean()) for k in range(traj.num_tool_turns)]
-            record.update(extras)
-            keep.append(record)
+        for question, trajs, advs, extras in sorted(samples, key=priority):
+            order = sorted(range(len(trajs)), key=lambda j: not credited(extras[j]))
+            for j in order:
+                if len(keep) >= self.settings.samples_per_val:
+                    break
+                traj, adv = trajs[j], advs[j]
+                record = traj.summary()
+                record.update(step=int(self.global_step), question=question.text, gold_answer=question.answer,
+                              rollout=j, group_rewards=[t.reward for t in trajs])
+                turn_ids = torch.tensor(traj.turn_ids)
+                own = adv[: turn_ids.shape[0]]  # the group's advantages are padded to its longest rollout
+                record["turn_advantages"] = [float(own[turn_ids == k].mean()) for k in range(traj.num_tool_turns)]
+                answer = turn_ids == ANSWER_TURN
+                record["answer_advantage"] = float(own[answer].mean()) if bool(answer.any()) else None
+                record.update(extras[j])
+                keep.append(record)
         self._last_samples = keep
 
     # ------------------------------------------------------------------ validation
     def validation_step(self, questions, batch_idx):
-        worker = self._worker(self.settings.val_temperature, stream=1 + batch_idx)
+        self._evaluate(questions, stream=1 + batch_idx)
+
+    def _evaluate(self, questions, stream: int):
+        worker = self._worker(self.settings.val_temperature, stream=stream)
         with torch.no_grad():
             groups = worker.rollout(questions, 1)
         for trajs in groups:
@@ -211,6 +245,22 @@ class AgentRLModule(L.LightningModule):
         }, sync_dist=True, batch_size=n)
         self._val_outcomes = []
         self._write_samples()
+
+    def test_step(self, questions, batch_idx):
+        """Held-out evaluation after training (``final_test``): one rollout per test question."""
+        self._evaluate(questions, stream=TEST_STREAM + batch_idx)
+
+    def on_test_epoch_end(self):
+        if not self._val_outcomes:
+            return
+        n = len(self._val_outcomes)
+        avg = lambda key: sum(o[key] for o in self._val_outcomes) / n  # noqa: E731
+        self.log_dict({
+            "test/accuracy": avg("correct"), "test/format_valid": avg("format_valid"),
+            "test/tool_calls": avg("tool_calls"), "test/invalid_tool_calls": avg("invalid_tool_calls"),
+            "test/n": float(n),
+        }, sync_dist=True, batch_size=n)
+        self._val_outcomes = []
 
     def _write_samples(self):
         if not self._last_samples or self.settings.samples_dir is None or self.global_rank != 0:

@@ -1,0 +1,59 @@
+"""Report of a comparison: per-arm table, paired comparison against GRPO, learning curves.
+
+    python train.py -m experiment=compare
+    python scripts/compare.py outputs/multirun/compare
+    python scripts/compare.py outputs/multirun/compare_ablations outputs/multirun/compare   # ablations vs compare's GRPO
+    python scripts/compare.py outputs/multirun/compare --export docs/results/compare       # small per-run summaries
+    python scripts/compare.py docs/results/compare                                         # regenerate from them
+
+Each folder is a multirun folder (run folders with metrics.csv) or an exported one (*.summary.json and
+*.steps.csv). Writes compare.md and learning_curves.png into --out (default: the first folder) and prints
+the markdown. See agentcredit/comparison.py for what each column is.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from agentcredit.comparison import export_runs, markdown_report, plot_learning_curves, read_runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=Path, help="multirun folders or exported summary folders")
+    parser.add_argument("--out", type=Path, default=None, help="where compare.md and learning_curves.png go")
+    parser.add_argument("--export", type=Path, default=None, help="also write per-run summaries to this folder")
+    parser.add_argument("--reference", default="grpo", help="arm the paired comparison is against")
+    args = parser.parse_args(argv)
+
+    runs, seen = [], set()
+    for folder in args.folders:
+        if not folder.is_dir():
+            parser.error(f"{folder} is not a folder; give a multirun folder or an exported docs/results/<name>/")
+        try:
+            found = read_runs(folder)
+        except FileNotFoundError as err:
+            parser.error(str(err))
+        for run in found:
+            # An arm in two folders (compare_ablations reruns "trace"): the first folder's run of a seed counts.
+            if (run.arm, run.seed) in seen:
+                print(f"[compare] {run.arm} seed {run.seed} from {folder} left out: an earlier folder has it")
+                continue
+            seen.add((run.arm, run.seed))
+            runs.append(run)
+    if args.export is not None:
+        written = export_runs(runs, args.export)
+        print(f"[compare] exported {len(written)} run summaries to {args.export}")
+    out = args.out or args.export or args.folders[0]
+    report = markdown_report(runs, args.reference)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.md").write_text(report)
+    png = plot_learning_curves(runs, out / "learning_curves.png")
+    print(report)
+    print(f"[compare] {len(runs)} runs; wrote {out / 'compare.md'} and {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

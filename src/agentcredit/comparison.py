@@ -1,0 +1,281 @@
+"""Reading a comparison's runs and summarising them per arm (scripts/compare.py).
+
+A run is read either from its run folder (``metrics.csv``, ``test_summary.json``, ``resolved_config.yaml``)
+or from the two small files ``export_runs`` writes for it (``<job>.summary.json`` and ``<job>.steps.csv``),
+so a published comparison regenerates from what is committed under ``docs/results/<name>/``.
+
+Per arm, over seeds: final held-out accuracy (mean, 95% t-interval), the area under the training-reward
+curve (the mean of ``train/reward`` over steps, i.e. the area divided by the number of steps), policy
+tokens generated per step (rollouts and continuations), step time, ProVer's acceptance rate (Δ > 0 among
+verified groups) and continuation-token overhead (Σ extra tokens / Σ rollout tokens), TRACE's δ mean and
+spread. ``paired`` compares each arm with GRPO seed by seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+# Per-step columns kept by the export (everything compare.py reads).
+STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
+                "rollout/tool_calls", "time/step_s", "credit/accepted", "credit/verified", "credit/extra_tokens",
+                "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share")
+TEST_KEYS = ("test/accuracy", "test/format_valid", "test/tool_calls", "test/invalid_tool_calls")
+# Two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+@dataclass
+class Run:
+    name: str  # job folder name
+    arm: str
+    seed: int
+    test: dict[str, float]
+    steps: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> metric -> value
+
+    def series(self, key: str) -> list[tuple[int, float]]:
+        return [(s, row[key]) for s, row in sorted(self.steps.items()) if key in row]
+
+    def mean(self, key: str) -> float | None:
+        values = [v for _, v in self.series(key)]
+        return sum(values) / len(values) if values else None
+
+
+# ------------------------------------------------------------------ reading
+
+def _read_steps(path: Path) -> dict[int, dict[str, float]]:
+    """metric values by step; of several rows for one step (a resumed run) the last value of each metric counts."""
+    steps: dict[int, dict[str, float]] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if not row.get("step"):
+                continue
+            step = int(float(row["step"]))
+            for key, value in row.items():
+                if key != "step" and value not in (None, "") and (key in STEP_COLUMNS or key.startswith("test/")):
+                    steps.setdefault(step, {})[key] = float(value)
+    return steps
+
+
+def _arm_of(config: dict) -> str:
+    if config.get("arm"):
+        return str(config["arm"])
+    credit = (config.get("credit") or {}).get("name", "unknown")
+    judge = (config.get("judge") or {}).get("kind")
+    return f"{credit}_{judge}" if credit == "prover" and judge else str(credit)
+
+
+def read_run_folder(run: Path) -> Run:
+    config = yaml.safe_load((run / "resolved_config.yaml").read_text()) if (run / "resolved_config.yaml").exists() else {}
+    steps = _read_steps(run / "metrics.csv")
+    summary_path = run / "test_summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    test = {k: float(summary[k]) for k in TEST_KEYS if k in summary}
+    if not test:  # no summary (killed before it was written): whatever test/ metrics the CSV holds
+        test = {k: v for row in steps.values() for k, v in row.items() if k in TEST_KEYS}
+    for row in steps.values():
+        for key in [k for k in row if k.startswith("test/")]:
+            del row[key]
+    arm = summary.get("arm") or _arm_of(config)
+    seed = int(summary.get("seed", config.get("seed", 0)))
+    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r})
+
+
+def read_exported(summary_path: Path) -> Run:
+    summary = json.loads(summary_path.read_text())
+    steps_path = summary_path.with_name(summary_path.name.replace(".summary.json", ".steps.csv"))
+    steps = _read_steps(steps_path) if steps_path.exists() else {}
+    return Run(summary["name"], summary["arm"], int(summary["seed"]), {k: float(v) for k, v in summary["test"].items()},
+               steps)
+
+
+def read_runs(folder: Path) -> list[Run]:
+    """Every run under ``folder``: run folders (with metrics.csv) or exported summaries."""
+    folder = Path(folder)
+    exported = sorted(folder.glob("*.summary.json"))
+    if exported:
+        return [read_exported(p) for p in exported]
+    runs = sorted(p.parent for p in folder.rglob("metrics.csv"))
+    if not runs:
+        raise FileNotFoundError(f"{folder} holds no run (no metrics.csv below it) and no exported *.summary.json")
+    return [read_run_folder(r) for r in runs]
+
+
+def export_runs(runs: list[Run], out: Path) -> list[Path]:
+    """``<job>.summary.json`` and ``<job>.steps.csv`` per run: small files a comparison regenerates from."""
+    out.mkdir(parents=True, exist_ok=True)
+    written, used = [], set()
+    for run in runs:
+        # Portable file names (job folders hold ':' and '+'): <arm>_seed<seed>, numbered if one repeats.
+        stem = base = f"{run.arm}_seed{run.seed}"
+        while stem in used:
+            stem = f"{base}_{len([u for u in used if u.startswith(base)])}"
+        used.add(stem)
+        summary = out / f"{stem}.summary.json"
+        summary.write_text(json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test}, indent=1) + "\n")
+        columns = [c for c in STEP_COLUMNS if any(c in row for row in run.steps.values())]
+        with (out / f"{stem}.steps.csv").open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["step", *columns])
+            for step, row in sorted(run.steps.items()):
+                writer.writerow([step, *(f"{row[c]:.6g}" if c in row else "" for c in columns)])
+        written.append(summary)
+    return written
+
+
+# ------------------------------------------------------------------ statistics
+
+def mean_ci(values: list[float]) -> tuple[float, float | None]:
+    """(mean, half-width of the 95% t-interval); None for the half-width with fewer than two values."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    df = n - 1
+    t = _T975.get(df) or next((q for d, q in sorted(_T975.items(), reverse=True) if d <= df), 1.96)
+    return mean, t * sd / math.sqrt(n)
+
+
+def run_metrics(run: Run) -> dict[str, float | None]:
+    extra = sum(v for _, v in run.series("credit/extra_tokens"))
+    rollout_tokens = sum(v for _, v in run.series("credit/group_tokens"))
+    return {
+        "test_accuracy": run.test.get("test/accuracy"),
+        "test_format": run.test.get("test/format_valid"),
+        "test_tool_calls": run.test.get("test/tool_calls"),
+        "reward_auc": run.mean("train/reward"),
+        "tokens_per_step": run.mean("rollout/generated_tokens"),
+        "step_s": run.mean("time/step_s"),
+        "accepted": run.mean("credit/accepted"),
+        "extra_token_overhead": extra / rollout_tokens if run.series("credit/extra_tokens") and rollout_tokens > 0 else None,
+        "delta_mean": run.mean("credit/delta_mean"),
+        "delta_std": run.mean("credit/delta_std"),
+    }
+
+
+def by_arm(runs: list[Run]) -> dict[str, list[Run]]:
+    arms: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: (r.arm, r.seed)):
+        arms.setdefault(run.arm, []).append(run)
+    return arms
+
+
+def arm_summary(runs: list[Run]) -> dict[str, tuple[float, float | None] | None]:
+    metrics = [run_metrics(r) for r in runs]
+    out = {}
+    for key in metrics[0]:
+        values = [m[key] for m in metrics if m[key] is not None]
+        out[key] = mean_ci(values) if values else None
+    out["seeds"] = (float(len(runs)), None)
+    return out
+
+
+def paired(arm_runs: list[Run], reference: list[Run], key: str) -> dict | None:
+    """Seed-by-seed differences arm − reference of a run metric: mean, 95% CI, wins, seeds."""
+    ref = {r.seed: run_metrics(r)[key] for r in reference}
+    diffs = []
+    for run in arm_runs:
+        mine = run_metrics(run)[key]
+        if mine is not None and ref.get(run.seed) is not None:
+            diffs.append(mine - ref[run.seed])
+    if not diffs:
+        return None
+    mean, half = mean_ci(diffs)
+    return {"mean": mean, "ci": half, "wins": sum(d > 0 for d in diffs), "ties": sum(d == 0 for d in diffs),
+            "n": len(diffs)}
+
+
+# ------------------------------------------------------------------ report
+
+def _fmt(cell, digits: int = 3, pct: bool = False) -> str:
+    if cell is None:
+        return "–"
+    mean, half = cell
+    scale = 100.0 if pct else 1.0
+    text = f"{mean * scale:.{digits}f}"
+    return f"{text} ± {half * scale:.{digits}f}" if half is not None else text
+
+
+def markdown_report(runs: list[Run], reference_arm: str = "grpo") -> str:
+    arms = by_arm(runs)
+    lines = ["| arm | seeds | test accuracy % (95% CI) | test format % | test tool calls | reward AUC | "
+             "tokens / step | step s | ProVer accepted % | extra tokens % | TRACE δ mean | TRACE δ std |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for arm, arm_runs in arms.items():
+        s = arm_summary(arm_runs)
+        lines.append(f"| {arm} | {len(arm_runs)} | {_fmt(s['test_accuracy'], 1, True)} | {_fmt(s['test_format'], 1, True)} | "
+                     f"{_fmt(s['test_tool_calls'], 2)} | {_fmt(s['reward_auc'])} | {_fmt(s['tokens_per_step'], 0)} | "
+                     f"{_fmt(s['step_s'], 1)} | {_fmt(s['accepted'], 1, True)} | {_fmt(s['extra_token_overhead'], 1, True)} | "
+                     f"{_fmt(s['delta_mean'])} | {_fmt(s['delta_std'])} |")
+    lines += ["", "± is the half-width of a 95% t-interval over seeds (none with one seed). Reward AUC: mean train/reward "
+              "over training steps (area under the curve / steps). Tokens / step: policy tokens sampled per step, "
+              "continuations included. Extra tokens: continuation tokens / rollout tokens."]
+    if reference_arm in arms:
+        lines += ["", f"Paired against {reference_arm} on the same seeds (arm − {reference_arm}; wins = seeds where the arm "
+                  "is higher):", "",
+                  "| arm | seeds | Δ test accuracy % (95% CI) | wins | Δ reward AUC (95% CI) | wins |", "|---|---|---|---|---|---|"]
+        for arm, arm_runs in arms.items():
+            if arm == reference_arm:
+                continue
+            acc = paired(arm_runs, arms[reference_arm], "test_accuracy")
+            auc = paired(arm_runs, arms[reference_arm], "reward_auc")
+            if acc is None and auc is None:
+                continue
+            cell = lambda p, d, pct: "–" if p is None else _fmt((p["mean"], p["ci"]), d, pct)  # noqa: E731
+            wins = lambda p: "–" if p is None else f"{p['wins']}/{p['n']}"  # noqa: E731
+            n = (acc or auc)["n"]
+            lines.append(f"| {arm} | {n} | {cell(acc, 1, True)} | {wins(acc)} | {cell(auc, 3, False)} | {wins(auc)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _smooth(values: list[float], window: int) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1) : i + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+def plot_learning_curves(runs: list[Run], path: Path, window: int = 5) -> Path:
+    """train/reward (moving average over ``window`` steps) and val/accuracy per arm: mean over seeds, band ±1 sd."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for arm, arm_runs in by_arm(runs).items():
+        for ax, key, smooth in ((axes[0], "train/reward", window), (axes[1], "val/accuracy", 1)):
+            curves = [dict(zip([s for s, _ in r.series(key)], _smooth([v for _, v in r.series(key)], smooth)))
+                      for r in arm_runs]
+            steps = sorted(set().union(*curves)) if curves else []
+            if not steps:
+                continue
+            means, sds = [], []
+            for step in steps:
+                values = [c[step] for c in curves if step in c]
+                mean = sum(values) / len(values)
+                means.append(mean)
+                sds.append(math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0)
+            line, = ax.plot(steps, means, marker="o" if len(steps) < 5 else None, label=f"{arm} (n={len(arm_runs)})")
+            ax.fill_between(steps, [m - s for m, s in zip(means, sds)], [m + s for m, s in zip(means, sds)],
+                            color=line.get_color(), alpha=0.15)
+    axes[0].set_title(f"train/reward (moving mean over {window} steps)")
+    axes[1].set_title("val/accuracy")
+    for ax in axes:
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("mean over seeds, band: ±1 sd over seeds")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

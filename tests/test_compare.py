@@ -1,0 +1,91 @@
+"""scripts/compare.py and scripts/view_credit.py: statistics by hand, a real tiny sweep's report, its export
+and regeneration, and the credit viewer on real and hand-made samples."""
+
+import json
+
+import pytest
+
+from agentcredit.comparison import Run, markdown_report, mean_ci, paired, read_runs, run_metrics
+from tiny_runs import ROOT, TINY, cli, hydra_cli
+
+
+def _run(arm, seed, acc, rewards, extra=None, group=None):
+    steps = {s: {"train/reward": r} for s, r in enumerate(rewards)}
+    for s, (e, g) in enumerate(zip(extra or [], group or [])):
+        steps[s].update({"credit/extra_tokens": e, "credit/group_tokens": g})
+    return Run(f"{arm}{seed}", arm, seed, {"test/accuracy": acc}, steps)
+
+
+def test_statistics_by_hand():
+    # mean 0.2, sample sd 0.1, t(0.975, 2) = 4.303: half-width 4.303 · 0.1 / √3 = 0.248434
+    mean, half = mean_ci([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2) and half == pytest.approx(0.248434, abs=1e-6)
+    assert mean_ci([0.4]) == (0.4, None)
+    grpo = [_run("grpo", s, a, [0.1, 0.3]) for s, a in enumerate([0.10, 0.20, 0.30])]
+    prover = [_run("prover", s, a, [0.2, 0.4], [30, 10], [100, 100]) for s, a in enumerate([0.15, 0.20, 0.40])]
+    # differences 0.05, 0.0, 0.1: mean 0.05, sd 0.05 → half 4.303 · 0.05/√3 = 0.124217; one win, one tie
+    diff = paired(prover, grpo, "test_accuracy")
+    assert diff["mean"] == pytest.approx(0.05) and diff["ci"] == pytest.approx(0.124217, abs=1e-6)
+    assert (diff["wins"], diff["ties"], diff["n"]) == (2, 1, 3)
+    metrics = run_metrics(prover[0])
+    assert metrics["reward_auc"] == pytest.approx(0.3) and metrics["extra_token_overhead"] == pytest.approx(0.2)
+    report = markdown_report(grpo + prover)
+    assert "| prover | 3 | 25.0 ± " in report and "| prover | 3 | 5.0 ± 12.4 | 2/3 |" in report
+
+
+def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
+    sweep, _ = tiny_sweep
+    runs = read_runs(sweep)
+    assert sorted(r.arm for r in runs) == ["grpo", "trace"] and all("test/accuracy" in r.test for r in runs)
+    exported = tmp_path / "results"
+    result = cli("scripts/compare.py", str(sweep), "--export", str(exported), "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "report" / "learning_curves.png").stat().st_size > 10_000
+    assert sorted(p.name for p in exported.glob("*.summary.json")) == ["grpo_seed0.summary.json", "trace_seed0.summary.json"]
+    again = cli("scripts/compare.py", str(exported), "--out", str(tmp_path / "again"), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / "compare.md").read_text() == (tmp_path / "report" / "compare.md").read_text()
+    assert "| trace | 1 |" in (tmp_path / "again" / "compare.md").read_text()
+
+
+def test_viewer_on_a_real_trace_run(tiny_sweep, tmp_path):
+    sweep, _ = tiny_sweep
+    run = next(p for p in sweep.iterdir() if "credit:trace" in p.name)
+    result = cli("scripts/view_credit.py", str(run), "--out", str(tmp_path / "view.html"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "view.html").read_text()
+    records = [json.loads(line) for line in (run / "credit_samples.jsonl").read_text().splitlines()]
+    assert "TRACE δ" in page and "credit=trace" in page and page.count('class="card"') == len(records)
+    assert "<script" not in page and "http" not in page.split("<body>")[0]  # self-contained
+
+
+def test_viewer_highlights_a_verified_segment_and_chain_segments(tmp_path):
+    base = {"question_id": "q1", "question": "Who founded X?", "gold_answer": "Ada", "step": 4, "reward": 1.1,
+            "finish_reason": "answer", "num_tool_turns": 3, "group_rewards": [1.1, 0.1, 0.0], "rollout": 0,
+            "turns": ['{"name": "browser.search"}', '{"name": "browser.open"}', '{"name": "browser.open"}',
+                      "<answer>Ada</answer>"],
+            "observations": ["Search results: ...", "[cursor 0] X", "[cursor 1] Ada <b>"],
+            "turn_advantages": [0.4, 0.9, 0.9], "answer_advantage": 0.4}
+    prover = {**base, "segment": [1, 2, 0.5]}
+    spo = {**base, "rollout": 1, "chain_boundaries": [2, 3], "chain_values": [0.25, 0.75],
+           "segment_advantages": [-0.15, 0.5, 0.35]}
+    gigpo = {**base, "rollout": 2, "step_advantages": [0.0, 1.0, -1.0, 0.0], "anchor_sizes": [3, 2, 2, 1]}
+    (tmp_path / "credit_samples.jsonl").write_text("\n".join(json.dumps(r) for r in (prover, spo, gigpo)) + "\n")
+    assert cli("scripts/view_credit.py", str(tmp_path), cwd=tmp_path).returncode == 0
+    page = (tmp_path / "credit_view.html").read_text()
+    assert page.count("<tr class=seg>") == 2 and "turns 1–2, Δ = +0.500" in page
+    assert "SPO seg (A_j)" in page and "2: +0.500" in page and "3: +0.350" in page
+    assert "GiGPO A^S" in page and "anchor size" in page
+    assert "Ada &lt;b&gt;" in page  # observations are escaped
+
+
+@pytest.mark.slow
+def test_shrunk_comparison_runs_every_arm_and_reports(tmp_path):
+    sweep = tmp_path / "compare"
+    shrink = [o for o in TINY if not o.startswith(("logger", "trainer.max_steps", "trainer.val_check"))]
+    hydra_cli("-m", "experiment=compare", *shrink, "logger=csv", "trainer.max_steps=1", "trainer.val_check_interval=1",
+              "seed=0", f"hydra.sweep.dir={sweep}")
+    runs = read_runs(sweep)
+    assert sorted(r.arm for r in runs) == ["budget_grpo", "grpo", "prover_heuristic", "prover_random", "trace"]
+    result = cli("scripts/compare.py", str(sweep), cwd=ROOT)
+    assert result.returncode == 0 and (sweep / "learning_curves.png").exists()

@@ -1,0 +1,189 @@
+"""ProVer's baselines as registered credit methods, against hand-computed numbers: SPO-chain's three
+segment advantages, GiGPO's anchor-state step advantages, budget-matched GRPO's extra rollouts, and
+GSPO as GRPO's advantages with a sequence-level ratio chosen by a loss setting."""
+
+import pytest
+import torch
+
+from agentcredit.credit import CreditGroup, get_credit, split_credit_config
+from agentcredit.credit.budget import matched_extra_rollouts
+from agentcredit.credit.config import loss_settings
+from agentcredit.credit.gigpo import anchor_step_advantages, step_returns
+from agentcredit.credit.group import ChainValues
+from agentcredit.credit.spo import chain_advantages, chain_boundaries, chain_segment_sizes
+from agentcredit.credit.tokens import ANSWER_TURN as A
+from agentcredit.credit.tokens import NON_POLICY as P
+from agentcredit.env.browser import BrowserEnv
+from agentcredit.env.corpus import Corpus
+from agentcredit.env.retrieval import BM25Retriever
+from agentcredit.env.types import ToolCall
+from agentcredit.world.types import Document
+
+# --- SPO-chain ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("actions, sizes", [(1, [1]), (2, [1, 1]), (3, [1, 1, 1]), (4, [2, 1, 1]), (5, [2, 2, 1]),
+                                            (7, [3, 2, 2])])
+def test_chain_segments_are_near_equal_thirds(actions, sizes):
+    assert chain_segment_sizes(actions) == sizes
+
+
+@pytest.mark.parametrize("tool_turns, cuts", [(0, []), (1, [1]), (2, [1, 2]), (3, [2, 3]), (4, [2, 4]), (6, [3, 5])])
+def test_chain_boundaries_are_states_inside_the_rollout(tool_turns, cuts):
+    assert chain_boundaries(tool_turns) == cuts
+
+
+def test_chain_advantages_three_segments():
+    # V_0 = 0.325, V_1 = 0.5, V_2 = 0.875, R = 1.1: A = [0.175, 0.375, 0.225], summing to R − V_0 = 0.775
+    got = chain_advantages(0.325, [0.5, 0.875], 1.1)
+    assert got.tolist() == pytest.approx([0.175, 0.375, 0.225], abs=1e-12)
+    assert float(got.sum()) == pytest.approx(1.1 - 0.325)
+
+
+# Rollout 0: four tool turns (0..3) and an answer: 5 actions, segments {0,1} {2,3} {answer}, cuts [2, 4].
+# Rollouts 1-3 answer at once.
+SPO_TURNS = torch.tensor([[P, 0, 0, P, 1, P, 2, 2, P, 3, P, A],
+                          [P, A, A, P, P, P, P, P, P, P, P, P],
+                          [P, A, P, P, P, P, P, P, P, P, P, P],
+                          [P, A, A, A, P, P, P, P, P, P, P, P]])
+SPO_MASK = (SPO_TURNS != P).long()
+
+
+def test_spo_chain_method_on_a_group_with_one_success():
+    rewards = torch.tensor([1.1, 0.1, 0.1, 0.0])  # V_0 = mean = 0.325
+    chain = ChainValues(rollout=0, boundaries=(2, 4), values=(0.5, 0.875))
+    group = CreditGroup(rewards=rewards, turn_ids=SPO_TURNS, loss_mask=SPO_MASK,
+                        num_turns=torch.tensor([4, 0, 0, 0]), chains=(chain,))
+    got = get_credit("spo-chain").advantages(group)
+    a1, a2, a3 = 0.175, 0.375, 0.225
+    assert got[0].tolist() == pytest.approx([0, a1, a1, 0, a1, 0, a2, a2, 0, a2, 0, a3], abs=1e-6)
+    # Other rollouts keep GRPO's mean-centred credit R − V_0: −0.225, −0.225, −0.325
+    assert got[1].tolist() == pytest.approx([0, -0.225, -0.225] + [0] * 9, abs=1e-6)
+    assert got[3].tolist() == pytest.approx([0, -0.325, -0.325, -0.325] + [0] * 8, abs=1e-6)
+    diag = get_credit("spo-chain").diagnostics(group)
+    assert diag["segment_advantages"][0] == pytest.approx([a1, a2, a3]) and diag["segment_advantages"][1] is None
+    # Without measurements (not eligible) it is plain mean-centred GRPO.
+    plain = CreditGroup(rewards=rewards, turn_ids=SPO_TURNS, loss_mask=SPO_MASK, num_turns=torch.tensor([4, 0, 0, 0]))
+    assert get_credit("spo-chain").advantages(plain)[0, 1] == pytest.approx(1.1 - 0.325)
+
+
+def test_chain_values_are_validated():
+    with pytest.raises(ValueError, match="boundaries"):
+        CreditGroup(rewards=torch.tensor([1.1, 0.1, 0.1, 0.0]), turn_ids=SPO_TURNS, loss_mask=SPO_MASK,
+                    num_turns=torch.tensor([4, 0, 0, 0]), chains=(ChainValues(0, (2, 5), (0.5, 0.9)),))
+
+
+# --- GiGPO ----------------------------------------------------------------------------------------
+# Three rollouts, γ = 0.5, states a b c d:
+#   rollout 0 (R=1): S_0..S_2 = a b c, answers     returns γ^(2−k)·1 = 0.25 0.5 1.0
+#   rollout 1 (R=0): S_0..S_2 = a b d, answers     returns 0 0 0
+#   rollout 2 (R=1): S_0..S_1 = a c,   answers     returns 0.5 1.0
+# anchor a: {0.25, 0, 0.5}: mean 0.25, σ = sqrt(0.125/3) = 0.2041241 → 0, −1.2247449, +1.2247449
+# anchor b: {0.5, 0}: mean 0.25, σ 0.25 → +1, −1
+# anchor c: {1.0 (rollout 0, turn 2), 1.0 (rollout 2, turn 1)}: reached by different paths, equal returns → 0, 0
+# anchor d: one action → 0
+a, b, c, d = 11, 22, 33, 44
+KEYS = [torch.tensor([a, b, c]), torch.tensor([a, b, d]), torch.tensor([a, c])]
+GI_TURNS = torch.tensor([[P, 0, P, 1, P, A], [P, 0, P, 1, P, A], [P, 0, P, A, P, P]])
+GI_MASK = (GI_TURNS != P).long()
+GI_REWARDS = torch.tensor([1.0, 0.0, 1.0])
+
+
+def test_anchor_state_step_advantages_by_hand():
+    returns = [step_returns(1.0, 2, 0.5), step_returns(0.0, 2, 0.5), step_returns(1.0, 1, 0.5)]
+    assert returns[0].tolist() == [0.25, 0.5, 1.0] and returns[2].tolist() == [0.5, 1.0]
+    acted = [torch.ones(3, dtype=torch.bool), torch.ones(3, dtype=torch.bool), torch.ones(2, dtype=torch.bool)]
+    step, sizes = anchor_step_advantages(returns, KEYS, acted, "std")
+    assert step[0].tolist() == pytest.approx([0.0, 1.0, 0.0], abs=1e-6)
+    assert step[1].tolist() == pytest.approx([-1.2247449, -1.0, 0.0], abs=1e-6)
+    assert step[2].tolist() == pytest.approx([1.2247449, 0.0], abs=1e-6)
+    assert [s.tolist() for s in sizes] == [[3, 2, 2], [3, 2, 1], [3, 2]]
+    mean_norm, _ = anchor_step_advantages(returns, KEYS, acted, "none")
+    assert mean_norm[1].tolist() == pytest.approx([-0.25, -0.25, 0.0], abs=1e-9)
+
+
+def test_gigpo_method_mixes_episode_and_step_advantages():
+    group = CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK, num_turns=torch.tensor([2, 2, 1]),
+                        state_keys=KEYS)
+    # A^E (std): mean 2/3, σ = sqrt(2/9) → [0.7071068, −1.4142136, 0.7071068]
+    got = get_credit("gigpo").advantages(group, gamma=0.5, omega=0.5)
+    e0, e1 = 0.7071068, -1.4142136
+    assert got[0].tolist() == pytest.approx([0, e0, 0, e0 + 0.5, 0, e0], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, e1 - 0.5 * 1.2247449, 0, e1 - 0.5, 0, e1], abs=1e-6)
+    assert got[2].tolist() == pytest.approx([0, e0 + 0.5 * 1.2247449, 0, e0, 0, 0], abs=1e-6)
+    diag = get_credit("gigpo").diagnostics(group, gamma=0.5)
+    assert diag["anchor_share"] == pytest.approx(7 / 8)  # only rollout 1's last action is alone
+    with pytest.raises(ValueError, match="needs environment state keys"):
+        get_credit("gigpo").advantages(CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK,
+                                                   num_turns=torch.tensor([2, 2, 1])))
+
+
+def test_a_rollout_without_a_final_turn_has_no_action_at_its_last_state():
+    # rollout 1 hit the tool limit: its S_2 = c is no action, so anchor c holds rollout 0's answer alone
+    turns = torch.tensor([[P, 0, P, 1, P, A], [P, 0, P, 1, P, P]])
+    keys = [torch.tensor([a, b, c]), torch.tensor([a, b, c])]
+    group = CreditGroup(rewards=torch.tensor([1.0, 0.0]), turn_ids=turns, loss_mask=(turns != P).long(),
+                        num_turns=torch.tensor([2, 2]), state_keys=keys)
+    diag = get_credit("gigpo").diagnostics(group, gamma=0.5)
+    assert diag["anchor_sizes"] == [[2, 2, 1], [2, 2, 0]]
+
+
+def _env() -> BrowserEnv:
+    words = ["castle", "harbour", "museum"]
+    docs = [Document(f"d{i}", f"Page {i}", f"https://w/{i}", (f"river {i} line.", f"{words[i]} line.")) for i in range(3)]
+    corpus = Corpus(docs)
+    return BrowserEnv(corpus, BM25Retriever(corpus), default_topn=3)
+
+
+def test_browser_states_match_by_what_decides_observations():
+    first, second, third = _env(), _env(), _env()
+    start = first.snapshot().anchor_key()
+    assert start == second.snapshot().anchor_key()
+    first.step(ToolCall("browser.search", {"query": "river"}))
+    second.step(ToolCall("browser.open", {"id": 0}))  # an error: diagnostics change, the state does not
+    assert second.snapshot().anchor_key() == start
+    second.step(ToolCall("browser.search", {"query": "river"}))
+    assert second.snapshot().anchor_key() == first.snapshot().anchor_key()  # same results, other history of errors
+    third.step(ToolCall("browser.search", {"query": "castle"}))
+    assert third.snapshot().last_results != first.snapshot().last_results
+    assert third.snapshot().anchor_key() != first.snapshot().anchor_key()
+    first.step(ToolCall("browser.open", {"id": 0}))
+    assert first.snapshot().anchor_key() != second.snapshot().anchor_key()  # a page opened
+
+
+# --- budget-matched GRPO and GSPO ----------------------------------------------------------------
+
+
+def test_matched_extra_rollouts():
+    # G = 8 rollouts cost 800 tokens per group (100 each); continuations 250 and 150 tokens per group: mean 200 → 2
+    assert matched_extra_rollouts([250.0, 150.0], [800.0, 800.0], 8) == 2
+    assert matched_extra_rollouts([0.0], [800.0], 8) == 0
+    with pytest.raises(ValueError):
+        matched_extra_rollouts([], [], 8)
+
+
+def test_budget_grpo_and_gspo_share_grpo_advantages():
+    group = CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK, num_turns=torch.tensor([2, 2, 1]))
+    grpo = get_credit("grpo")
+    assert get_credit("gspo").advantages is grpo.advantages is get_credit("budget-grpo").advantages
+    assert get_credit("budget-grpo").run_knobs == ("extra_rollouts", "match_metrics")
+    assert torch.equal(get_credit("budget-grpo").advantages(group), grpo.advantages(group))
+
+
+@pytest.mark.parametrize("knobs, level", [({"name": "grpo"}, "token"), ({"name": "gspo"}, "sequence"),
+                                          ({"name": "grpo", "ratio_level": "sequence"}, "sequence"),
+                                          ({"name": "gspo", "ratio_level": None}, "sequence")])
+def test_the_ratio_level_is_a_loss_setting(knobs, level):
+    assert loss_settings(split_credit_config(knobs))["ratio_level"] == level
+
+
+def test_extra_rollouts_from_a_prover_runs_metrics(tmp_path):
+    from agentcredit.lit.credit_inputs import extra_rollouts
+
+    csv_path = tmp_path / "metrics.csv"
+    # steps with continuations: 300 and 100 tokens per group; 8 rollouts cost 800 (100 each) → round(200/100) = 2
+    csv_path.write_text("step,credit/extra_tokens,credit/group_tokens,val/accuracy\n0,300,800,\n1,100,800,\n1,,,0.5\n")
+    assert extra_rollouts({"match_metrics": str(csv_path), "extra_rollouts": 5}, 8) == 2
+    assert extra_rollouts({"extra_rollouts": 3}, 8) == 3 and extra_rollouts({}, 8) == 0
+    with pytest.raises(ValueError, match="is not a file"):
+        extra_rollouts({"match_metrics": str(tmp_path / "none.csv")}, 8)
