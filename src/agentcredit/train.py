@@ -5,8 +5,8 @@
     python train.py -m credit=grpo,trace credit.K=1,3
     python train.py ... ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt   # resume
 
-`run_job` is what the command does: a config error is one line (`config error: ...`) and exit
-status 2; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
+`run_job` is what the command does: a config error is one line (`config error: ...`), and so is a
+problem in your own data files (`data error: ...`), with exit status 2; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
 goes on. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from agentcredit.components import build_components, plain, run_dir_path
 from agentcredit.validation import ConfigError, prepare_config
+from agentcredit.world.user import UserDataError
 
 log = logging.getLogger(__name__)
 
@@ -216,8 +217,9 @@ def run_job(cfg: DictConfig) -> float:
         return run(cfg)
     except Exception as err:
         if not multirun:
-            if isinstance(err, ConfigError):
-                print(f"config error: {err}", file=sys.stderr, flush=True)
+            if isinstance(err, (ConfigError, UserDataError)):
+                kind = "data error" if isinstance(err, UserDataError) else "config error"
+                print(f"{kind}: {err}", file=sys.stderr, flush=True)
                 raise SystemExit(2) from None
             raise
         path = record_failure(run_dir_path(cfg), err)

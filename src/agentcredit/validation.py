@@ -93,6 +93,26 @@ def missing_values(node, prefix: str = "") -> list[str]:
     return missing
 
 
+def check_groups(cfg: DictConfig, method_name: str) -> None:
+    """`config_checks` over every group, in the order a reader meets them in conf/config.yaml."""
+    from agentcredit import config_checks as checks
+    from agentcredit.credit.registry import get_credit
+
+    try:
+        checks.check_seed(cfg.get("seed"))
+        checks.check_data(plain(cfg.data))
+        checks.check_env(plain(cfg.env))
+        checks.check_trainer(plain(cfg.trainer))
+        checks.check_checkpoint(plain(cfg.get("checkpoint")))
+        checks.check_train(plain(cfg.train))
+        checks.check_model(plain(cfg.model))
+        if get_credit(method_name).needs_segment_verification:
+            checks.check_judge(plain(cfg.judge))
+        checks.check_ckpt_path(cfg.get("ckpt_path"))
+    except checks.ValueProblem as err:
+        raise ConfigError(str(err)) from None
+
+
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.agent.warmstart import WarmStartConfig
@@ -103,6 +123,7 @@ def validate_config(cfg: DictConfig) -> None:
     if missing:
         raise ConfigError(f"{', '.join(missing)} must be set (it is ??? in the config); add {missing[0]}=<value> to the command")
     credit, ignored = split_method_credit(plain(cfg.credit))
+    check_groups(cfg, credit["name"])
     try:
         validate_credit_config(credit["name"], credit)
         _check_ignored_values(ignored)
