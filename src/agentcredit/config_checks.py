@@ -276,6 +276,15 @@ def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None
         need_number(judge, "step_budget_s", p, 0.0, open_low=True)
 
 
+def check_combinations(cfg: Mapping) -> None:
+    """Settings that are each fine but cannot work together."""
+    model, data = cfg.get("model") or {}, cfg.get("data") or {}
+    if model.get("warm_start") and model.get("kind") != "tiny" and data.get("corpus_path") is not None:
+        raise ValueProblem(f"model.warm_start must be false for model={model.get('kind')} on your own data: the warm "
+                           "start plays oracle episodes, which only the synthetic world has (the tiny model on your "
+                           "own data starts from the synthetic world's base policy instead)")
+
+
 def check_ckpt_path(ckpt_path: Any) -> None:
     if ckpt_path in (None, "", "last"):  # "last": Lightning's own lookup in the run folder
         return

@@ -109,6 +109,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
         if get_credit(method_name).needs_segment_verification:
             checks.check_judge(plain(cfg.judge))
         checks.check_ckpt_path(cfg.get("ckpt_path"))
+        checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})
     except checks.ValueProblem as err:
         raise ConfigError(str(err)) from None
 
