@@ -40,10 +40,13 @@ def merge_overrides(first: list[str], then: list[str]) -> list[str]:
 
 def load_policy_weights(policy, ckpt_path: str) -> None:
     """The policy's weights from a Lightning checkpoint of this project (its `policy.` state_dict entries)."""
-    import torch
+    from agentcredit.lit.checkpoint_io import CheckpointError, read_checkpoint
 
     prefix = "policy."
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # our own file: trusted
+    try:
+        checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
+    except CheckpointError as err:
+        raise SystemExit(f"evaluate: {err}") from None
     state = {k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
     if not state:
         raise SystemExit(f"evaluate: {ckpt_path} holds no policy weights; give a checkpoint written by train.py")

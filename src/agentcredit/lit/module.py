@@ -10,6 +10,7 @@ ProVer) is supplied by `CreditInputs`, chosen by what the registry entry declare
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,10 @@ from agentcredit.credit.losses import policy_loss
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group
 from agentcredit.lit.logprobs import token_logprobs
+
+
+class NonFiniteTraining(RuntimeError):
+    """A step whose loss or gradient is NaN or inf; the run stops before that step is saved."""
 
 
 @dataclass
@@ -139,6 +144,12 @@ class AgentRLModule(L.LightningModule):
                 sums[key] = sums.get(key, 0.0) + float(value) * share
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
+        if not (torch.isfinite(grad_norm) and all(map(math.isfinite, sums.values()))):
+            # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
+            raise NonFiniteTraining(
+                f"step {self.global_step}: the loss or gradient is not finite (loss={sums.get('loss')}, "
+                f"grad_norm={float(grad_norm)}); no update was made and the last checkpoint was kept; "
+                "lower train.lr or resume from an earlier checkpoint")
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
         return sums
