@@ -19,6 +19,7 @@ import yaml
 from omegaconf import DictConfig
 
 import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
+from agentcredit.secret_keys import refuse_secret_overrides
 
 
 def training_overrides(ckpt_path: str | None) -> list[str]:
@@ -103,4 +104,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    refuse_secret_overrides()  # before Hydra writes the command line anywhere
     main()

@@ -56,7 +56,9 @@ def build_module(cfg: DictConfig, components):
         from agentcredit.agent.verification import make_segment_verifier
         from agentcredit.judge import build_judge
 
-        segment_verifier = make_segment_verifier(build_judge(plain(cfg.judge)))
+        judge_cfg = plain(cfg.judge)
+        step_budget_s = judge_cfg.pop("step_budget_s", None)  # the verifier's limit, not the judge's own knob
+        segment_verifier = make_segment_verifier(build_judge(judge_cfg), step_budget_s=step_budget_s)
     answer_reasoning = None
     if model_cfg.get("warm_start") and plain(cfg.warmstart).get("goal_notes"):
         from agentcredit.agent.warmstart import goal_note

@@ -123,6 +123,13 @@ def validate_config(cfg: DictConfig) -> None:
     missing = missing_values(cfg)
     if missing:
         raise ConfigError(f"{', '.join(missing)} must be set (it is ??? in the config); add {missing[0]}=<value> to the command")
+    from agentcredit.secret_keys import ENV_VARS, secret_values_in_config
+
+    secrets = secret_values_in_config(cfg)
+    if secrets:
+        var = ENV_VARS.get(secrets[0], "an environment variable")
+        raise ConfigError(f"{secrets[0]} holds a secret in the config, which Hydra copies into the run folder; "
+                          f"leave it null and set {var} (environment or .env), or write ${{oc.env:NAME}}")
     credit, ignored = split_method_credit(plain(cfg.credit))
     check_groups(cfg, credit["name"])
     try:

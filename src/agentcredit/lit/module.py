@@ -74,6 +74,7 @@ class AgentRLModule(L.LightningModule):
     # ------------------------------------------------------------------ training
     def training_step(self, questions, batch_idx):
         t0 = time.perf_counter()
+        self.credit_inputs.start_step()
         self.policy.eval()
         worker = self._worker(self.rollout_cfg.temperature, stream=0)
         groups = worker.rollout(questions, self.rollout_cfg.group_size)
@@ -182,7 +183,12 @@ class AgentRLModule(L.LightningModule):
         if "extra_tokens" in scalar_logs and sum(scalar_logs.get("group_tokens", [])) > 0:
             # Verification overhead: continuation tokens per token of the step's own rollouts.
             metrics["credit/extra_token_ratio"] = sum(scalar_logs["extra_tokens"]) / sum(scalar_logs["group_tokens"])
-        self.log_dict(metrics, prog_bar=False, on_step=True, batch_size=n)
+        # Straight to the loggers, not through self.log_dict: Lightning keeps a step metric's last value and
+        # logs it again at later steps that did not measure it (ProVer's judge metrics at a step without an
+        # eligible group). A metric a step did not measure must be absent from that step's row.
+        connector = self.trainer._logger_connector
+        if connector.should_update_logs:
+            connector.log_metrics({k: float(v) for k, v in metrics.items()})
         self.log("reward", metrics["train/reward"], prog_bar=True, on_step=True, logger=False, batch_size=n)
 
     def _remember_samples(self, trajectories, advantages, per_turn):
