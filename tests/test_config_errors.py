@@ -29,6 +29,8 @@ BAD = {
     "credit=prover judge=openai judge.model=m": r"judge\.base_url must be set for judge=openai",
     "credit=prover judge=random judge.mode=sometimes": r"judge\.mode must be one of \['paper', 'valid'\], got 'sometimes'",
     "credit=prover judge=openai judge.model=m judge.base_url=http://x judge.timeout_s=0": r"judge\.timeout_s must be a number > 0",
+    "credit=prover judge=openai judge.model=m judge.base_url=http://x judge.step_budget_s=0":
+        r"judge\.step_budget_s must be a number > 0, got 0",
     "data.world.hops_min=4 data.world.hops_max=3": r"data\.world\.hops_min must be <= data\.world\.hops_max \(3\), got 4",
     "data.world.num_documents=5": r"data\.world\.num_documents must be an integer >= 40, got 5",
     "data.world.templates=[FOO]": r"data\.world\.templates must be a non-empty list of",

@@ -272,7 +272,7 @@ def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None
         from agentcredit.judge.random_judge import MODES
 
         need_choice(judge, "mode", p, tuple(MODES), required=False)
-    if "step_budget_s" in judge:
+    if judge.get("step_budget_s") is not None:  # null: no per-step limit
         need_number(judge, "step_budget_s", p, 0.0, open_low=True)
 
 
