@@ -135,3 +135,22 @@ def test_a_non_finite_loss_stops_the_run_before_last_ckpt_is_written(tmp_path, m
     last = read_checkpoint(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)  # finite, digest intact
     assert last["global_step"] == 1
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step1.ckpt"]
+
+
+def test_a_non_finite_gradient_is_one_line_on_the_command_line(tmp_path, monkeypatch, capsys, signal_credit):
+    from agentcredit.lit import module as lit_module
+    from tiny_runs import TINY
+
+    real = lit_module.policy_loss
+
+    def nan_gradient(logprobs, *args, **kwargs):
+        loss, stats = real(logprobs, *args, **kwargs)
+        return loss + 0.0 * logprobs.sum() * float("inf"), stats  # inf * 0 = NaN in the gradient path
+
+    monkeypatch.setattr(lit_module, "policy_loss", nan_gradient)
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*TINY, *RUN, f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("training stopped: step 0: the loss or gradient is not finite"), lines
+    assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()  # nothing good to keep yet, nothing bad written

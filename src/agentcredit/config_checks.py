@@ -127,7 +127,7 @@ def check_data(data: Mapping) -> None:
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ValueProblem(f"unknown key(s) {', '.join(p + k for k in unknown)}; known: {', '.join(known)}")
-    need_int(data, "prompts_per_step", p, low=1)
+    need_int(data, "prompts_per_step", p, low=1, required=False)
     need_int(data, "n_val", p, low=0, required=False)
     need_int(data, "n_test", p, low=0, required=False)
     need_number(data, "val_fraction", p, 0.0, 1.0, required=False)
@@ -164,7 +164,7 @@ def check_env(env: Mapping) -> None:
 
 def check_trainer(trainer: Mapping) -> None:
     p = "trainer."
-    need_int(trainer, "max_steps", p, low=1, also=(-1,))
+    need_int(trainer, "max_steps", p, low=1, also=(-1,), required=False)
     need_choice(trainer, "precision", p, PRECISIONS + tuple(int(x) for x in ("16", "32", "64")), required=False)
     need_choice(trainer, "accelerator", p, ACCELERATORS, required=False)
     devices = trainer.get("devices", "auto")

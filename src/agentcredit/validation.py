@@ -119,12 +119,11 @@ def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
+    from agentcredit.secret_keys import ENV_VARS, secret_values_in_config
 
     missing = missing_values(cfg)
     if missing:
         raise ConfigError(f"{', '.join(missing)} must be set (it is ??? in the config); add {missing[0]}=<value> to the command")
-    from agentcredit.secret_keys import ENV_VARS, secret_values_in_config
-
     secrets = secret_values_in_config(cfg)
     if secrets:
         var = ENV_VARS.get(secrets[0], "an environment variable")

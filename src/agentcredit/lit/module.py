@@ -145,7 +145,7 @@ class AgentRLModule(L.LightningModule):
                 sums[key] = sums.get(key, 0.0) + float(value) * share
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
-        if not (torch.isfinite(grad_norm) and all(map(math.isfinite, sums.values()))):
+        if not (torch.isfinite(grad_norm) and math.isfinite(sums.get("loss", 0.0))):
             # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
             raise NonFiniteTraining(
                 f"step {self.global_step}: the loss or gradient is not finite (loss={sums.get('loss')}, "
