@@ -38,6 +38,11 @@ def test_lora_policy_holds_the_base_policy_and_the_reference_shares_it(tmp_path,
     assert all(torch.equal(plain[k], base[k]) for k in base)  # the warm-started base, not random weights
     module = build_module(cfg, components)
     assert module.reference.shares_policy_weights  # model.reference.share_base_with_lora: true
+    own = prepare_config(tiny_config(tmp_path, *LORA, "model.reference.share_base_with_lora=false"))
+    reference = build_module(own, build_components(own)).reference
+    assert not reference.shares_policy_weights
+    ref_state = reference.module.state_dict()
+    assert all(torch.equal(ref_state[k], base[k]) for k in base)  # its own copy of the same base weights
 
 
 def test_lora_run_writes_adapter_checkpoints_and_resumes_from_them(lora_run, tmp_path, small_base_cache, signal_credit):
