@@ -4,6 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
+from agentcredit.secret_keys import refuse_secret_overrides
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -14,4 +15,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    refuse_secret_overrides()  # before Hydra writes the command line anywhere
     main()

@@ -19,6 +19,7 @@ import yaml
 from omegaconf import DictConfig
 
 import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
+from agentcredit.secret_keys import refuse_secret_overrides
 
 
 def training_overrides(ckpt_path: str | None) -> list[str]:
@@ -40,10 +41,13 @@ def merge_overrides(first: list[str], then: list[str]) -> list[str]:
 
 def load_policy_weights(policy, ckpt_path: str) -> None:
     """The policy's weights from a Lightning checkpoint of this project (its `policy.` state_dict entries)."""
-    import torch
+    from agentcredit.lit.checkpoint_io import CheckpointError, read_checkpoint
 
     prefix = "policy."
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # our own file: trusted
+    try:
+        checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
+    except CheckpointError as err:
+        raise SystemExit(f"evaluate: {err}") from None
     state = {k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
     if not state:
         raise SystemExit(f"evaluate: {ckpt_path} holds no policy weights; give a checkpoint written by train.py")
@@ -101,4 +105,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    refuse_secret_overrides()  # before Hydra writes the command line anywhere
     main()

@@ -37,3 +37,18 @@ def tiny_sweep(tmp_path_factory) -> tuple[Path, str]:
     with contextlib.redirect_stdout(stdout):
         hydra_cli("-m", "credit=grpo,trace", "credit.K=1", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
     return sweep, stdout.getvalue()
+
+
+@pytest.fixture(scope="session")
+def small_base_cache(tmp_path_factory):
+    """AGENTCREDIT_CACHE in a temporary folder for this session's small base-policy builds (tiny_runs.SMALL_WARM_START)."""
+    import os
+
+    path = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("AGENTCREDIT_CACHE")
+    os.environ["AGENTCREDIT_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("AGENTCREDIT_CACHE", None)
+    else:
+        os.environ["AGENTCREDIT_CACHE"] = old

@@ -1,4 +1,4 @@
-"""world.answer_prior: success without reading, and whether answers are of the asked-for kind, on hand-built questions."""
+"""testbed.answer_prior: success without reading, and whether answers are of the asked-for kind, on hand-built questions."""
 
 import json
 import subprocess

@@ -56,11 +56,13 @@ def test_judge_configs_instantiate(tmp_path, judge):
 
 
 def test_every_group_option_composes_and_validates(tmp_path):
+    (tmp_path / "c.jsonl").write_text('{"id": "d", "title": "T", "text": "x"}\n')
+    (tmp_path / "q.jsonl").write_text('{"question": "Q?", "answer": "x"}\n')
     groups = {g: options(g) for g in ("credit", "model", "data", "env", "judge", "rollout", "trainer", "logger", "experiment")}
     assert set(groups["trainer"]) == {"cpu", "gpu", "ddp", "fsdp"}
     assert set(groups["logger"]) == {"csv", "wandb", "none"}
     needs = {("model", "hf"): ["model.name_or_path=some/model"],
-             ("data", "user"): ["data.corpus_path=c.jsonl", "data.questions_path=q.jsonl"],
+             ("data", "user"): [f"data.corpus_path={tmp_path / 'c.jsonl'}", f"data.questions_path={tmp_path / 'q.jsonl'}"],
              ("experiment", "trace_reference"): [f"reference_checkpoint={tmp_path}"]}
     for group, names in groups.items():
         for name in names:

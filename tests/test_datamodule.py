@@ -115,7 +115,7 @@ def test_from_config_composes_the_real_configs():
 
 def test_user_world_through_the_datamodule(tmp_path):
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text("\n".join(json.dumps({"id": f"d{i}", "title": f"T{i}", "text": "a\nb"}) for i in range(3)))
+    corpus.write_text("\n".join(json.dumps({"id": f"d{i}", "title": f"T{i}", "text": "a\nb " + " ".join(map(str, range(30)))}) for i in range(3)))
     questions = tmp_path / "q.jsonl"
     questions.write_text("\n".join(json.dumps({"question": f"Q{i}?", "answer": str(i)}) for i in range(30)))
     dm = QuestionDataModule(corpus_path=str(corpus), questions_path=str(questions), prompts_per_step=2, n_val=3)

@@ -37,11 +37,11 @@ def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):
 
 def test_a_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     sweep = tmp_path / "multirun"
-    # prover needs a judge model name for judge=openai: it fails after its policy was built; grpo has no judge.
+    # prover needs a judge model name for judge=openai: a config error before anything loads; grpo has no judge.
     with pytest.raises(SystemExit, match=r"1 job\(s\) of the sweep failed"):
         hydra_cli("-m", "credit=prover,grpo", "judge=openai", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
     failed, ok = job_dirs(sweep)
-    assert "judge=openai needs a model name" in (failed / "error.txt").read_text()
+    assert "judge.model must be set for judge=openai" in (failed / "error.txt").read_text()
     assert not (failed / "checkpoints").exists()
     assert (ok / "checkpoints" / "last.ckpt").exists() and not (ok / "error.txt").exists()
     assert f"failed: {failed}" in capsys.readouterr().out

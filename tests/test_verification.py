@@ -72,7 +72,7 @@ def test_delta_and_logs_by_hand():
     assert worker.calls == [(2, 8), (4, 8)]  # s_ℓ = boundary ℓ, s_{r+1} = boundary r + 1
     # Policy tokens of the rollouts: failed 3·3 + 2 = 11, error 2·3 = 6, expert 5·3 + 2 = 17, longer 17 + 0.
     assert logs == pytest.approx({
-        "eligible": 1.0, "verified": 1.0, "judge_failure": 0.0, "accepted": 1.0, "segment_len": 2.0,
+        "eligible": 1.0, "verified": 1.0, "judge_failure": 0.0, "budget_exhausted": 0.0, "accepted": 1.0, "segment_len": 2.0,
         "delta": 0.55, "value_pre": 0.15, "value_post": 0.7, "judge_corrections": 0.0, "judge_tokens": 0.0,
         "extra_tokens": 16 * 6.0, "group_tokens": 11.0 * 4 + 6 * 2 + 17 * 2,
         "time/judge_s": logs["time/judge_s"], "time/verify_s": logs["time/verify_s"],

@@ -16,9 +16,8 @@ from tiny_runs import train_tiny
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 SECRET = "sk-do-not-log-me"
-# judge=openai only to put an api key into the config (credit=grpo never builds the judge).
-WANDB_RUN = ["logger=wandb", "logger.group=g_test", "logger.tags=[t_one,t_two]", "judge=openai",
-             f"judge.api_key={SECRET}", "judge.model=m"]
+# judge=openai with its key in the environment, where secrets must come from (credit=grpo never builds the judge).
+WANDB_RUN = ["logger=wandb", "logger.group=g_test", "logger.tags=[t_one,t_two]", "judge=openai", "judge.model=m"]
 
 
 @pytest.fixture
@@ -31,6 +30,7 @@ def no_wandb_account(monkeypatch, tmp_path):
     for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
         monkeypatch.setenv(var, str(tmp_path / "wandb_home" / var.lower()))
     monkeypatch.chdir(tmp_path)  # no .env here
+    monkeypatch.setenv("AGENTCREDIT_JUDGE_API_KEY", SECRET)
 
 
 def test_mode_online_only_with_a_key():
@@ -73,7 +73,7 @@ def test_offline_run_writes_its_files_without_a_key(tmp_path, no_wandb_account):
     assert wandb.run is None  # finished
     runs = list((out / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
-    expected = (b"g_test", b"t_one", b"micro_batch_size", b"train/reward", b"<redacted>")
+    expected = (b"g_test", b"t_one", b"micro_batch_size", b"train/reward")
     record = b""
     for _ in range(60):  # wandb's writer process may still be flushing the run file on a busy machine
         record = next(runs[0].glob("run-*.wandb")).read_bytes()
@@ -83,10 +83,10 @@ def test_offline_run_writes_its_files_without_a_key(tmp_path, no_wandb_account):
     for logged in expected:
         assert logged in record, logged
     assert (out / "metrics.csv").exists()  # the CSV is written alongside, for scripts/plot_run.py
-    for path in out.rglob("*"):
-        if path.is_file() and ".hydra" not in path.parts:
+    for path in [*out.rglob("*"), *(tmp_path / "wandb_home").rglob("*")]:
+        if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
-    assert yaml.safe_load((out / "resolved_config.yaml").read_text())["judge"]["api_key"] == "<redacted>"
+    assert yaml.safe_load((out / "resolved_config.yaml").read_text())["judge"]["api_key"] is None
 
 
 def test_wandb_run_is_finished_when_training_fails(tmp_path, monkeypatch, no_wandb_account):

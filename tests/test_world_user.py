@@ -50,10 +50,10 @@ def test_missing_files_say_which_setting_to_fix(files, tmp_path):
 def test_missing_fields_are_named(files, tmp_path):
     corpus, questions = files
     bad_corpus = _write_jsonl(tmp_path / "bad.jsonl", [{"id": "d1", "text": "x"}])
-    with pytest.raises(ValueError, match=r"record 1: missing field\(s\) \['title'\]"):
+    with pytest.raises(ValueError, match=r"line 1: missing or blank field\(s\) \['title'\]"):
         load_user_world(bad_corpus, questions)
     bad_q = _write_jsonl(tmp_path / "badq.jsonl", [{"question": "Who?"}])
-    with pytest.raises(ValueError, match=r"missing field\(s\) \['answer'\]"):
+    with pytest.raises(ValueError, match=r"missing or blank field\(s\) \['answer'\]"):
         load_user_world(corpus, bad_q)
 
 
@@ -88,3 +88,81 @@ def test_parquet_corpus_loads(files, tmp_path):
     path = tmp_path / "corpus.parquet"
     pq.write_table(pa.Table.from_pylist([{"id": "d1", "title": "T", "url": "u", "text": "a\nb"}]), path)
     assert load_user_world(path, files[1]).documents[0].lines == ("a", "b")
+
+
+# ---------------------------------------------------------------- issue 20, item 7: nothing coerced silently
+
+GOOD_DOC = {"id": "d1", "title": "Harbor Press", "text": "Founded by Anna Voss in 1978."}
+GOOD_Q = {"question": "Who founded Harbor Press?", "answer": "Anna Voss"}
+
+BAD_CORPUS = {
+    "text as a number": ({**GOOD_DOC, "text": 12}, r"line 1: field 'text' must be a string or a list of strings, got int 12"),
+    "text as a dict": ({**GOOD_DOC, "text": {"a": 1}}, r"line 1: field 'text' must be a string or a list of strings, got dict"),
+    "text as a mixed list": ({**GOOD_DOC, "text": ["a", 2]}, r"field 'text' must be a string or a list of strings, got list"),
+    "text blank": ({**GOOD_DOC, "text": "  \n "}, r"line 1: missing or blank field\(s\) \['text'\]"),
+    "numeric title": ({**GOOD_DOC, "title": 1984}, r"line 1: field 'title' must be a string, got int 1984"),
+    "list title": ({**GOOD_DOC, "title": ["a"]}, r"field 'title' must be a string, got list"),
+    "float id": ({**GOOD_DOC, "id": 1.5}, r"field 'id' must be a string or an integer, got float 1.5"),
+    "bool id": ({**GOOD_DOC, "id": True}, r"field 'id' must be a string or an integer, got bool"),
+    "numeric url": ({**GOOD_DOC, "url": 7}, r"field 'url' must be a string, got int"),
+}
+
+BAD_QUESTIONS = {
+    "answer not in the corpus": ({**GOOD_Q, "answer": "Otto Brandt"}, r"line 1: field 'answer' 'Otto Brandt' appears in no page"),
+    "blank answer": ({**GOOD_Q, "answer": "   "}, r"line 1: missing or blank field\(s\) \['answer'\]"),
+    "punctuation answer": ({**GOOD_Q, "answer": "the ."}, r"line 1: field 'answer' 'the .' is only punctuation"),
+    "list answer": ({**GOOD_Q, "answer": ["a", "b"]}, r"line 1: field 'answer' must be a string, got list \['a', 'b'\]"),
+    "numeric answer": ({**GOOD_Q, "answer": 1978}, r"line 1: field 'answer' must be a string, got int 1978"),
+    "dict question": ({**GOOD_Q, "question": {"q": 1}}, r"line 1: field 'question' must be a string, got dict"),
+    "part of a word only": ({**GOOD_Q, "answer": "Vo"}, r"field 'answer' 'Vo' appears in no page"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CORPUS)
+def test_bad_corpus_records_are_one_line_errors_naming_file_line_and_field(tmp_path, case):
+    from agentcredit.world.user import UserDataError
+
+    record, message = BAD_CORPUS[case]
+    corpus = _write_jsonl(tmp_path / "corpus.jsonl", [record])
+    questions = _write_jsonl(tmp_path / "q.jsonl", [GOOD_Q])
+    with pytest.raises(UserDataError, match=message) as err:
+        load_user_world(corpus, questions)
+    assert str(err.value).startswith(str(corpus)) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("case", BAD_QUESTIONS)
+def test_bad_questions_are_one_line_errors_naming_file_line_and_field(tmp_path, case):
+    from agentcredit.world.user import UserDataError
+
+    record, message = BAD_QUESTIONS[case]
+    corpus = _write_jsonl(tmp_path / "corpus.jsonl", [GOOD_DOC])
+    questions = _write_jsonl(tmp_path / "q.jsonl", [record])
+    with pytest.raises(UserDataError, match=message) as err:
+        load_user_world(corpus, questions)
+    assert str(err.value).startswith(str(questions)) and "\n" not in str(err.value)
+
+
+def test_documented_forms_are_accepted(tmp_path):
+    corpus = _write_jsonl(tmp_path / "corpus.jsonl", [
+        {"id": 7, "title": "Harbor Press", "text": ["Founded by Anna Voss.", "", "In 1978."]}])
+    questions = _write_jsonl(tmp_path / "q.jsonl", [
+        {"question": "Who?", "answer": "anna voss"},  # normalised match
+        {"id": 3, "question": "When?", "answer": "1978"},
+        {"question": "Which press?", "answer": "Harbor Press"}])  # a title counts
+    world = load_user_world(corpus, questions)
+    assert world.documents[0].id == "7" and world.documents[0].lines == ("Founded by Anna Voss.", "In 1978.")
+    assert [q.id for q in world.questions] == ["u00000", "3", "u00002"]
+
+
+def test_non_utf8_files_name_the_file_and_line(tmp_path):
+    from agentcredit.world.user import UserDataError
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(json.dumps(GOOD_DOC).encode() + b"\n" + '{"id": "d2", "title": "Caf\u00e9", "text": "x"}'.encode("latin-1") + b"\n")
+    questions = _write_jsonl(tmp_path / "q.jsonl", [GOOD_Q])
+    with pytest.raises(UserDataError, match=rf"^{corpus} line 2: not UTF-8 text \(byte \d+\); save the file as UTF-8$"):
+        load_user_world(corpus, questions)
+    bad_q = tmp_path / "bad_q.jsonl"
+    bad_q.write_bytes(b'\n\n{"question": "\xff", "answer": "x"}\n')
+    with pytest.raises(UserDataError, match=rf"^{bad_q} line 3: not UTF-8"):
+        load_user_world(_write_jsonl(tmp_path / "c.jsonl", [GOOD_DOC]), bad_q)

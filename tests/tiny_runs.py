@@ -33,6 +33,12 @@ TINY = [
 ]
 
 
+# The warm-start path with a base policy built in seconds (8 oracle episodes, 2 steps of 2): for tests of
+# the code path only; use it with the `small_base_cache` fixture so the build lands in a temporary cache.
+SMALL_WARM_START = ["model.warm_start=true", "warmstart.rebuild=true", "warmstart.aux_worlds=0", "warmstart.episodes=8", "warmstart.steps=2", "warmstart.batch_size=2",
+                    "warmstart.window_steps=0", "warmstart.window_mix=0"]
+
+
 def signal_advantages(group: CreditGroup) -> torch.Tensor:
     """+1 on every policy token of even rollouts, -1 on odd ones: a non-zero gradient from an untrained policy
     (whose rewards are all 0), so that tests of resume and DDP compare weights that actually move."""

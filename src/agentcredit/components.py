@@ -1,8 +1,9 @@
 """Build the run's objects from the composed Hydra config, shared by training, evaluation and scripts.
 
 Order matters only where one object needs another: the world (and its corpus) comes first because
-the tiny testbed fits its tokenizer on it; the base policy is restored (or built) before the
-reference copy is taken, so that the reference is the policy's *initial* RL weights.
+the tiny testbed fits its tokenizer on it; the base policy is restored (or built) into the plain
+model, then LoRA wraps it, and only then is the reference copy taken, so that the reference is the
+policy's *initial* RL weights.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def build_components(cfg: DictConfig, *, progress: bool = True, base_policy: boo
     """`base_policy=False` leaves a warm-started model at its initial weights (for a build, or when a
     checkpoint's weights replace them anyway)."""
     from agentcredit.lit.datamodule import QuestionDataModule
-    from agentcredit.models.loading import load_policy
+    from agentcredit.models.loading import load_policy, wrap_with_lora
 
     datamodule = QuestionDataModule.from_config(cfg)
     world = datamodule.world
@@ -69,15 +70,48 @@ def build_components(cfg: DictConfig, *, progress: bool = True, base_policy: boo
     env_factory = make_env_factory(corpus, env_cfg)
     reward_fn = make_reward_fn(env_cfg)
     model_cfg = plain(cfg.model)
-    policy, tokenizer = load_policy(model_cfg, tokenizer_texts=lambda: tokenizer_corpus(world))
+    lora_cfg = model_cfg.get("lora") or {}
+    base_info = None
+    if uses_synthetic_base_policy(cfg):
+        # The tiny testbed's base policy is learnt from oracle episodes, which only the synthetic world
+        # has: on your own data the tiny model starts from the synthetic world's base policy and its
+        # tokenizer (byte-level BPE, so any text encodes; it was fitted on the synthetic corpus).
+        print("[agentcredit] model=tiny on your own data starts from the synthetic world's base policy "
+              "(model.warm_start=true; false starts from random weights)", flush=True)
+        synthetic = build_components(synthetic_base_config(cfg), progress=progress, base_policy=base_policy)
+        policy, tokenizer, base_info = synthetic.policy, synthetic.tokenizer, synthetic.base_policy_info
+    else:
+        # LoRA wraps the model only after the base policy is in it: the cached weights are plain keys.
+        policy, tokenizer = load_policy({**model_cfg, "lora": {"enabled": False}},
+                                        tokenizer_texts=lambda: tokenizer_corpus(world))
     chat = ChatFormat.from_tokenizer(tokenizer, system_prompt(model_cfg.get("system_prompt", "full")))
     rollout_cfg = RolloutConfig(**plain(cfg.rollout))
-    components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg)
-    if base_policy and model_cfg.get("warm_start", False):
+    components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg, base_info)
+    if base_policy and model_cfg.get("warm_start", False) and base_info is None:
         from agentcredit.testbed.base_policy import ensure_base_policy
 
         components.base_policy_info = ensure_base_policy(cfg, components, progress=progress)
+    if lora_cfg.get("enabled", False):
+        components.policy = wrap_with_lora(components.policy, lora_cfg)
     return components
+
+
+def uses_synthetic_base_policy(cfg: DictConfig) -> bool:
+    """The tiny model with warm start on your own data (data.corpus_path set)."""
+    model = cfg.model
+    return model.get("kind") == "tiny" and bool(model.get("warm_start")) and cfg.data.get("corpus_path") is not None
+
+
+def synthetic_base_config(cfg: DictConfig) -> DictConfig:
+    """`cfg` with the model's own synthetic world (conf/data/<model.kind>.yaml: the testbed preset for
+    the tiny model) in place of your own data and LoRA off: the run whose base policy a tiny model on
+    your own data starts from."""
+    from agentcredit.evaluate import compose_config
+
+    tree = plain(cfg)
+    tree["data"] = plain(compose_config([f"model={cfg.model.kind}"]).data)
+    tree["model"] = {**tree["model"], "lora": {**(tree["model"].get("lora") or {}), "enabled": False}}
+    return OmegaConf.create(tree)
 
 
 def tokenizer_corpus(world) -> list[str]:

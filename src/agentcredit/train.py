@@ -5,8 +5,10 @@
     python train.py -m credit=grpo,trace credit.K=1,3
     python train.py ... ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt   # resume
 
-`run_job` is what the command does: a config error is one line (`config error: ...`) and exit
-status 2; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
+`run_job` is what the command does: a config error is one line (`config error: ...`), and so is a
+problem in your own data files (`data error: ...`), with exit status 2; a damaged checkpoint
+(`checkpoint error: ...`) and a non-finite loss or gradient (`training stopped: ...`) are one line
+with exit status 1; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
 goes on. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
@@ -25,6 +27,7 @@ from omegaconf import DictConfig
 
 from agentcredit.components import build_components, plain, run_dir_path
 from agentcredit.validation import ConfigError, prepare_config
+from agentcredit.world.user import UserDataError
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,9 @@ def build_module(cfg: DictConfig, components):
         from agentcredit.agent.verification import make_segment_verifier
         from agentcredit.judge import build_judge
 
-        segment_verifier = make_segment_verifier(build_judge(plain(cfg.judge)))
+        judge_cfg = plain(cfg.judge)
+        step_budget_s = judge_cfg.pop("step_budget_s", None)  # the verifier's limit, not the judge's own knob
+        segment_verifier = make_segment_verifier(build_judge(judge_cfg), step_budget_s=step_budget_s)
     answer_reasoning = None
     if model_cfg.get("answer_note") == "plan":
         from agentcredit.testbed.notes import answer_note
@@ -121,8 +126,11 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
     out = run_dir_path(cfg)
     trainer_cfg = plain(cfg.trainer)
     trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy)
+    from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
+
     return L.Trainer(
         **trainer_cfg,
+        plugins=[VerifiedCheckpointIO()],
         max_epochs=-1,
         default_root_dir=str(out),
         logger=build_logger(cfg, out),
@@ -248,6 +256,16 @@ def record_failure(out: Path, err: BaseException) -> Path:
     return path
 
 
+def one_line_kind(err: BaseException) -> str | None:
+    """The prefix of errors a user can act on from one line (no traceback), None for the rest."""
+    from agentcredit.lit.checkpoint_io import CheckpointError
+    from agentcredit.lit.module import NonFiniteTraining
+
+    kinds = ((ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error"),
+             (NonFiniteTraining, "training stopped"))
+    return next((kind for cls, kind in kinds if isinstance(err, cls)), None)
+
+
 def run_job(cfg: DictConfig) -> float:
     """One Hydra job: `run`, with the command-line error handling described in the module docstring."""
     multirun = in_multirun()
@@ -258,9 +276,10 @@ def run_job(cfg: DictConfig) -> float:
         return run(cfg)
     except Exception as err:
         if not multirun:
-            if isinstance(err, ConfigError):
-                print(f"config error: {err}", file=sys.stderr, flush=True)
-                raise SystemExit(2) from None
+            kind = one_line_kind(err)
+            if kind is not None:
+                print(f"{kind}: {err}", file=sys.stderr, flush=True)
+                raise SystemExit(2 if kind in ("config error", "data error") else 1) from None
             raise
         path = record_failure(run_dir_path(cfg), err)
         log.error(f"job failed, the sweep goes on: {type(err).__name__}: {err} (traceback in {path})")

@@ -93,16 +93,44 @@ def missing_values(node, prefix: str = "") -> list[str]:
     return missing
 
 
+def check_groups(cfg: DictConfig, method_name: str) -> None:
+    """`config_checks` over every group, in the order a reader meets them in conf/config.yaml."""
+    from agentcredit import config_checks as checks
+    from agentcredit.credit.registry import get_credit
+
+    try:
+        checks.check_seed(cfg.get("seed"))
+        checks.check_data(plain(cfg.data))
+        checks.check_env(plain(cfg.env))
+        checks.check_trainer(plain(cfg.trainer))
+        checks.check_checkpoint(plain(cfg.get("checkpoint")))
+        checks.check_train(plain(cfg.train))
+        checks.check_model(plain(cfg.model))
+        if get_credit(method_name).needs_segment_verification:
+            checks.check_judge(plain(cfg.judge))
+        checks.check_ckpt_path(cfg.get("ckpt_path"))
+        checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})
+    except checks.ValueProblem as err:
+        raise ConfigError(str(err)) from None
+
+
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.testbed.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
+    from agentcredit.secret_keys import ENV_VARS, secret_values_in_config
 
     missing = missing_values(cfg)
     if missing:
         raise ConfigError(f"{', '.join(missing)} must be set (it is ??? in the config); add {missing[0]}=<value> to the command")
+    secrets = secret_values_in_config(cfg)
+    if secrets:
+        var = ENV_VARS.get(secrets[0], "an environment variable")
+        raise ConfigError(f"{secrets[0]} holds a secret in the config, which Hydra copies into the run folder; "
+                          f"leave it null and set {var} (environment or .env), or write ${{oc.env:NAME}}")
     credit, ignored = split_method_credit(plain(cfg.credit))
+    check_groups(cfg, credit["name"])
     try:
         validate_credit_config(credit["name"], credit)
         _check_ignored_values(ignored)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from agentcredit.env.arguments import short_repr
 from agentcredit.env.types import TOOL_NAMES, ToolCall
 
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
@@ -51,6 +52,9 @@ class ParsedTurn:
 
 FORMAT_HINT = 'Call a tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call> or answer as <answer>...</answer>.'
 MAX_ERROR_SNIPPET = 60
+# Every error observation is cut to this many characters, as env.max_line_chars cuts page lines:
+# whatever a policy writes, what it reads back stays small.
+MAX_ERROR_CHARS = 300
 
 
 def parse_turn(text: str) -> ParsedTurn:
@@ -87,8 +91,7 @@ def _parse_tool_call(rest: str) -> ParsedTurn:
         return ParsedTurn("invalid", error="tool call must be a JSON object with name and arguments")
     name = payload.get("name")
     if not isinstance(name, str) or name not in TOOL_NAMES:
-        shown = name[:MAX_ERROR_SNIPPET] if isinstance(name, str) else name
-        return ParsedTurn("invalid", error=f"unknown tool {shown!r}; use one of {', '.join(TOOL_NAMES)}")
+        return ParsedTurn("invalid", error=f"unknown tool {short_repr(name, MAX_ERROR_SNIPPET)}; use one of {', '.join(TOOL_NAMES)}")
     arguments = payload.get("arguments", {})
     if arguments is None:
         arguments = {}
@@ -98,6 +101,8 @@ def _parse_tool_call(rest: str) -> ParsedTurn:
 
 
 def error_observation(error: str) -> str:
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[: MAX_ERROR_CHARS - 1] + "…"
     return f"Error: {error}. {FORMAT_HINT}"
 
 

@@ -8,6 +8,7 @@ not define; a clear error teaches it the schema instead.
 from __future__ import annotations
 
 import numbers
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +25,20 @@ class Arg:
     default: Any = None  # None = required
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 80, 80, 80
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
 def short_repr(value: Any, limit: int = 40) -> str:
+    """repr(value) cut to `limit` characters; never raises. reprlib bounds the work on huge nested
+    values, which plain repr would render in full before the cut."""
     try:
-        text = repr(value)
+        text = _REPR.repr(value)
     except ValueError:  # ints beyond Python's digit limit refuse to print
         return f"<{type(value).__name__} too large to show>"
+    except Exception:  # noqa: BLE001 -- a value's own __repr__ may raise anything; the message must still be made
+        return f"<{type(value).__name__} that cannot be shown>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -60,6 +60,51 @@ class EnvSnapshot:
         return int.from_bytes(digest.digest()[:8], "big") >> 1
 
 
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _ids_problem(ids, corpus: Corpus, what: str) -> str | None:
+    if not isinstance(ids, (tuple, frozenset)):
+        return f"{what} must be a tuple or frozenset, got {type(ids).__name__}"
+    unknown = [i for i in ids if not isinstance(i, str) or i not in corpus]
+    return f"{what} names document id(s) {short_repr(unknown[:3], 80)} the corpus lacks" if unknown else None
+
+
+def snapshot_problem(snap: EnvSnapshot, corpus: Corpus) -> str | None:
+    """Why `snap` is not a state of a BrowserEnv over `corpus` (one line), or None."""
+    d = snap.diagnostics
+    if not isinstance(snap.has_searched, bool):
+        return f"has_searched must be a bool, got {short_repr(snap.has_searched)}"
+    if not isinstance(d, DiagnosticsState):
+        return f"diagnostics must be a DiagnosticsState, got {type(d).__name__}"
+    for what, ids in (("last_results", snap.last_results), ("history", snap.history),
+                      ("diagnostics.opened_documents", d.opened_documents)):
+        problem = _ids_problem(ids, corpus, what)
+        if problem:
+            return problem
+    if snap.last_results and not snap.has_searched:
+        return "last_results are set but has_searched is False"
+    if not isinstance(d.seen_finds, frozenset) or not all(
+            isinstance(f, tuple) and len(f) == 2 and f[0] in corpus and isinstance(f[1], str) for f in d.seen_finds):
+        return "diagnostics.seen_finds must hold (document id of the corpus, pattern) pairs"
+    if not isinstance(d.seen_queries, frozenset) or not all(isinstance(q, str) for q in d.seen_queries):
+        return "diagnostics.seen_queries must be a frozenset of strings"
+    calls = d.tool_calls
+    if not (isinstance(calls, tuple) and all(isinstance(t, tuple) and len(t) == 2 for t in calls)
+            and sorted(str(name) for name, _ in calls) == sorted(TOOL_NAMES)
+            and all(_count(n) for _, n in calls)):
+        return f"diagnostics.tool_calls must count each of {', '.join(TOOL_NAMES)} once, got {short_repr(calls, 80)}"
+    counters = ("repeated_queries", "reopened_documents", "repeated_finds", "navigation_errors", "invalid_calls")
+    for name in counters:
+        value = getattr(d, name)
+        if not _count(value):
+            return f"diagnostics.{name} must be an integer >= 0, got {short_repr(value)}"
+    if d.answer_well_formed not in (None, True, False):
+        return f"diagnostics.answer_well_formed must be None or a bool, got {short_repr(d.answer_well_formed)}"
+    return None
+
+
 def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
 
@@ -153,8 +198,15 @@ class BrowserEnv:
         )
 
     def restore(self, snap: EnvSnapshot) -> None:
+        """Return to `snap`; a snapshot this env could not have produced is a ValueError here, not a
+        KeyError at some later step."""
+        if not isinstance(snap, EnvSnapshot):
+            raise ValueError(f"restore() needs an EnvSnapshot, got {type(snap).__name__}")
         if snap.corpus_hash != self.corpus.hash:
             raise ValueError("This snapshot was taken over a different corpus; restore it into an env built on that corpus.")
+        problem = snapshot_problem(snap, self.corpus)
+        if problem is not None:
+            raise ValueError(f"This snapshot cannot come from this environment: {problem}")
         self._has_searched = snap.has_searched
         self._last_results = snap.last_results
         self._history = snap.history

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agentcredit.judge.base import JudgeError, Proposal, parse_proposal
+from agentcredit.judge.budget import check_budget
 from agentcredit.judge.context import JudgeContext
 from agentcredit.judge.prompt import correction_message, system_message, user_message
 from agentcredit.judge.tools import TOOL_SPECS, run_tool
@@ -79,6 +80,7 @@ class AgenticJudge:
     def _converse(self, context: JudgeContext, messages: list[dict], spent: int) -> Proposal:
         for round_ in range(self.max_tool_rounds + 1):
             tools = TOOL_SPECS if round_ < self.max_tool_rounds else None
+            check_budget()  # a slow judge stops between rounds once the step's budget is spent
             turn = self.backend.complete(messages, tools)
             spent += turn.tokens
             messages.append(assistant_message(turn))

@@ -20,6 +20,7 @@ import torch
 
 from agentcredit.judge.agentic import AssistantTurn, ToolCallRequest
 from agentcredit.judge.base import JudgeError
+from agentcredit.judge.budget import capped_timeout
 
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -97,7 +98,7 @@ def hf_generator(model, tokenizer, max_new_tokens: int = 192, max_prompt_tokens:
         device = next(model.parameters()).device
         input_ids = torch.tensor([ids], device=device)  # (1, P)
         out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=max_new_tokens,
-                             do_sample=False, max_time=timeout_s, pad_token_id=tokenizer.pad_token_id,
+                             do_sample=False, max_time=capped_timeout(timeout_s), pad_token_id=tokenizer.pad_token_id,
                              eos_token_id=tokenizer.eos_token_id)  # (1, P + N)
         new = out[0, input_ids.shape[1]:]
         return tokenizer.decode(new, skip_special_tokens=True), int(out.shape[1])

@@ -4,17 +4,26 @@
         python train.py credit=prover judge=openai
 
 Base URL, model and key come from the config (``judge.base_url`` …) or, when those are null, from
-AGENTCREDIT_JUDGE_BASE_URL, AGENTCREDIT_JUDGE_MODEL and AGENTCREDIT_JUDGE_API_KEY. The tools go out
-as function tools; every request has ``timeout_s``, and any transport error or timeout becomes a
-``JudgeError`` (the group keeps GRPO credit; training goes on).
+AGENTCREDIT_JUDGE_BASE_URL, AGENTCREDIT_JUDGE_MODEL and AGENTCREDIT_JUDGE_API_KEY (environment or
+`.env`; a key is refused on the command line, see `secret_keys.py`). Without a base URL the endpoint
+is the OpenAI API itself, never $OPENAI_BASE_URL: the key goes only where the project was configured
+to send it, and the endpoint is logged when the judge is built. The tools go out as function tools;
+every request has ``timeout_s`` (capped by the step's judge budget, `judge/budget.py`), transient
+failures are retried ``max_retries`` times inside that budget, replies are capped at
+``max_completion_tokens``, and any transport error or timeout becomes a ``JudgeError`` (the group
+keeps GRPO credit; training goes on).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from agentcredit.judge.agentic import AssistantTurn, ToolCallRequest
 from agentcredit.judge.base import JudgeError
+from agentcredit.judge.budget import capped_timeout
+
+log = logging.getLogger(__name__)
 
 ENV_BASE_URL = "AGENTCREDIT_JUDGE_BASE_URL"
 ENV_MODEL = "AGENTCREDIT_JUDGE_MODEL"
@@ -23,18 +32,29 @@ ENV_API_KEY = "AGENTCREDIT_JUDGE_API_KEY"
 NO_KEY = "unused"
 
 
+OPENAI_API = "https://api.openai.com/v1"
+# A reply longer than this is cut: the judge answers with a short JSON object, and a small model left
+# uncapped can write thousands of tokens past the timeout.
+DEFAULT_MAX_COMPLETION_TOKENS = 512
+
+
 class OpenAIChatBackend:
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout_s: float = 60.0,
-                 max_retries: int = 2, temperature: float | None = None, max_completion_tokens: int | None = None):
+                 max_retries: int = 2, temperature: float | None = None,
+                 max_completion_tokens: int | None = DEFAULT_MAX_COMPLETION_TOKENS):
         from openai import OpenAI
 
         if float(timeout_s) <= 0:
             raise ValueError(f"judge.timeout_s must be > 0, got {timeout_s}")
         self.model = model
+        # Explicit, never None: the client would otherwise read OPENAI_BASE_URL and send the key there.
+        self.base_url = base_url or OPENAI_API
         self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
         self.temperature = temperature
         self.max_completion_tokens = max_completion_tokens
-        self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=self.timeout_s, max_retries=int(max_retries))
+        # Retries happen in `complete`, inside the step's judge budget; the client's own would not count.
+        self.client = OpenAI(base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0)
 
     @classmethod
     def from_config(cls, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
@@ -47,11 +67,34 @@ class OpenAIChatBackend:
         if base_url is None and api_key is None:
             raise ValueError(f"judge=openai needs an endpoint: set {ENV_BASE_URL} (self-hosted) or {ENV_API_KEY} "
                              "(the OpenAI API), or judge.base_url / judge.api_key")
-        return cls(model, base_url, api_key or NO_KEY, **options)
+        backend = cls(model, base_url, api_key or NO_KEY, **options)
+        key = f"the key from {ENV_API_KEY}" if api_key else "no key"
+        log.info(f"judge=openai: model {model} at {backend.base_url}, with {key}")
+        return backend
 
-    def complete(self, messages: list[dict], tools: list[dict] | None) -> AssistantTurn:
+    def _create(self, request: dict):
+        """One chat completion with up to `max_retries` retries of transient failures, every attempt's
+        timeout capped by what is left of the step's judge budget."""
         import openai
 
+        transient = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+        for attempt in range(self.max_retries + 1):
+            timeout = capped_timeout(self.timeout_s)
+            try:
+                return self.client.chat.completions.create(**request, timeout=timeout)
+            except transient as err:
+                if attempt == self.max_retries:
+                    if isinstance(err, openai.APITimeoutError):
+                        raise JudgeError(f"the judge endpoint gave no answer within {timeout:g}s "
+                                         f"(judge.timeout_s={self.timeout_s:g}, {attempt + 1} tries)") from err
+                    raise JudgeError(f"the judge endpoint failed: {type(err).__name__}: {err}") from err
+            except openai.OpenAIError as err:
+                raise JudgeError(f"the judge endpoint failed: {type(err).__name__}: {err}") from err
+            except ValueError as err:  # the client parses the body itself; a non-JSON body surfaces as ValueError
+                raise JudgeError(f"the judge endpoint's reply is not a chat completion: {err}") from err
+        raise AssertionError("unreachable")
+
+    def complete(self, messages: list[dict], tools: list[dict] | None) -> AssistantTurn:
         request: dict = {"model": self.model, "messages": messages}
         if tools:
             request["tools"] = tools
@@ -59,14 +102,7 @@ class OpenAIChatBackend:
             request["temperature"] = float(self.temperature)
         if self.max_completion_tokens is not None:
             request["max_completion_tokens"] = int(self.max_completion_tokens)
-        try:
-            response = self.client.chat.completions.create(**request)
-        except openai.APITimeoutError as err:
-            raise JudgeError(f"the judge endpoint gave no answer within judge.timeout_s={self.timeout_s:g}s") from err
-        except openai.OpenAIError as err:
-            raise JudgeError(f"the judge endpoint failed: {type(err).__name__}: {err}") from err
-        except ValueError as err:  # the client parses the body itself; a non-JSON body surfaces as ValueError
-            raise JudgeError(f"the judge endpoint's reply is not a chat completion: {err}") from err
+        response = self._create(request)
         choices = getattr(response, "choices", None)
         if not choices:
             raise JudgeError("the judge endpoint returned no choices; check that it speaks chat completions")

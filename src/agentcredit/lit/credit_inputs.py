@@ -38,6 +38,12 @@ class CreditInputs:
         # gold answer is scored after it, as the reference would write it, not after a bare <answer>.
         self.answer_reasoning = answer_reasoning
 
+    def start_step(self) -> None:
+        """A new training step: per-step limits (the judge's time budget) start again."""
+        start = getattr(self.segment_verifier, "start_step", None)
+        if start is not None:
+            start()
+
     def reference_scores(self, trajectories: list[Trajectory], question: Question) -> list[torch.Tensor]:
         if self.reference is None or self.score_fn is None:
             raise ValueError("this credit method needs reference scores but no reference scorer was set up")

@@ -10,6 +10,7 @@ ProVer) is supplied by `CreditInputs`, chosen by what the registry entry declare
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,10 @@ from agentcredit.lit.logprobs import token_logprobs
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
+
+
+class NonFiniteTraining(RuntimeError):
+    """A step whose loss or gradient is NaN or inf; the run stops before that step is saved."""
 
 
 @dataclass
@@ -75,6 +80,7 @@ class AgentRLModule(L.LightningModule):
     # ------------------------------------------------------------------ training
     def training_step(self, questions, batch_idx):
         t0 = time.perf_counter()
+        self.credit_inputs.start_step()
         self.policy.eval()
         worker = self._worker(self.rollout_cfg.temperature, stream=0)
         groups = worker.rollout(questions, self.group_size)
@@ -146,6 +152,12 @@ class AgentRLModule(L.LightningModule):
                 sums[key] = sums.get(key, 0.0) + float(value) * share
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
+        if not (torch.isfinite(grad_norm) and math.isfinite(sums.get("loss", 0.0))):
+            # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
+            raise NonFiniteTraining(
+                f"step {self.global_step}: the loss or gradient is not finite (loss={sums.get('loss')}, "
+                f"grad_norm={float(grad_norm)}); no update was made and the last checkpoint was kept; "
+                "lower train.lr or resume from an earlier checkpoint")
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
         return sums
@@ -183,7 +195,12 @@ class AgentRLModule(L.LightningModule):
         if "extra_tokens" in scalar_logs and sum(scalar_logs.get("group_tokens", [])) > 0:
             # Verification overhead: continuation tokens per token of the step's own rollouts.
             metrics["credit/extra_token_ratio"] = sum(scalar_logs["extra_tokens"]) / sum(scalar_logs["group_tokens"])
-        self.log_dict(metrics, prog_bar=False, on_step=True, batch_size=n)
+        # Straight to the loggers, not through self.log_dict: Lightning keeps a step metric's last value and
+        # logs it again at later steps that did not measure it (ProVer's judge metrics at a step without an
+        # eligible group). A metric a step did not measure must be absent from that step's row.
+        connector = self.trainer._logger_connector
+        if connector.should_update_logs:
+            connector.log_metrics({k: float(v) for k, v in metrics.items()})
         self.log("reward", metrics["train/reward"], prog_bar=True, on_step=True, logger=False, batch_size=n)
 
     def _remember_samples(self, samples):

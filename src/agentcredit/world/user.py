@@ -1,11 +1,15 @@
 """Bring your own corpus and questions: `load_user_world(corpus_path, questions_path) -> World`.
 
 Corpus: JSONL (one object per line) or parquet, with fields id, title, text and optionally url.
-`text` becomes the page's numbered lines: split at newlines, blank lines dropped, and paragraphs
-longer than `LONG_LINE` characters split at sentence ends (the browser cuts over-long lines).
-Questions: JSONL with fields question and answer, optionally id. Every question gets template
-"USER" and is its own anchor, so splits only keep questions apart. User questions carry no
-program, so the structural checks of `verify.py` do not apply to them.
+`id` is a string or an integer; `title` and `url` are strings; `text` is a string or a list of
+strings (paragraphs). `text` becomes the page's numbered lines: split at newlines, blank lines
+dropped, and paragraphs longer than `LONG_LINE` characters split at sentence ends (the browser cuts
+over-long lines).
+Questions: JSONL with fields question and answer (strings), optionally id. Every answer must occur
+in the corpus (in a page title or line, compared after answer normalisation). Files are UTF-8.
+Anything else is a `UserDataError`: one line naming the file, the line (parquet: row) and the field.
+Every question gets template "USER" and is its own anchor, so splits only keep questions apart.
+User questions carry no program, so the structural checks of `verify.py` do not apply to them.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import json
 import re
 from pathlib import Path
 
+from agentcredit.env.arguments import short_repr
+from agentcredit.env.reward import normalize_answer
 from agentcredit.world.generator import World
 from agentcredit.world.types import Document, Question
 
@@ -31,39 +37,81 @@ def _text_lines(text: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _read_jsonl(path: Path, what: str) -> list[dict]:
+class UserDataError(ValueError):
+    """A user corpus or question file that cannot be used as it is; the message is one line naming the
+    file, the line (or parquet row) and the field."""
+
+
+def _read_jsonl(path: Path, what: str) -> list[tuple[str, dict]]:
+    """(where, record) for every non-blank line; where is "line N"."""
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for n, raw in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for n, raw_bytes in enumerate(fh, start=1):
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise UserDataError(f"{path} line {n}: not UTF-8 text (byte {err.start}); save the file as UTF-8") from None
             if not raw.strip():
                 continue
             try:
                 record = json.loads(raw)
             except json.JSONDecodeError as err:
-                raise ValueError(f"{path} line {n}: not valid JSON ({err.msg}); {what} must be one JSON object per line") from None
+                raise UserDataError(f"{path} line {n}: not valid JSON ({err.msg}); {what} must be one JSON object per line") from None
             if not isinstance(record, dict):
-                raise ValueError(f"{path} line {n}: expected a JSON object, got {type(record).__name__}")
-            records.append(record)
+                raise UserDataError(f"{path} line {n}: expected a JSON object, got {type(record).__name__}")
+            records.append((f"line {n}", record))
     return records
 
 
-def _read_parquet(path: Path) -> list[dict]:
+def _read_parquet(path: Path) -> list[tuple[str, dict]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError(f"reading {path} needs pyarrow: pip install pyarrow (or convert the corpus to .jsonl)") from None
-    return pq.read_table(path).to_pylist()
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as err:  # noqa: BLE001 -- pyarrow raises its own error types for damaged files
+        raise UserDataError(f"{path}: not a readable parquet file ({type(err).__name__}: {err})") from None
+    return [(f"row {n}", rec) for n, rec in enumerate(rows, start=1)]
 
 
-def _require(record: dict, fields: tuple[str, ...], path: Path, n: int) -> None:
-    missing = [f for f in fields if record.get(f) in (None, "")]
+def _require(record: dict, fields: tuple[str, ...], path: Path, where: str) -> None:
+    missing = [f for f in fields if record.get(f) is None or (isinstance(record.get(f), str) and not record[f].strip())]
     if missing:
-        raise ValueError(f"{path} record {n}: missing field(s) {missing}; each record needs {list(fields)}")
+        raise UserDataError(f"{path} {where}: missing or blank field(s) {missing}; each record needs {list(fields)}")
+
+
+def _string(record: dict, field: str, path: Path, where: str) -> str:
+    value = record[field]
+    if not isinstance(value, str):
+        raise UserDataError(f"{path} {where}: field {field!r} must be a string, got {type(value).__name__} "
+                            f"{short_repr(value)}")
+    return value
+
+
+def _doc_id(record: dict, path: Path, where: str) -> str:
+    """Ids may be strings or integers (documented); anything else would be stored as its repr."""
+    value = record["id"]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise UserDataError(f"{path} {where}: field 'id' must be a string or an integer, got {type(value).__name__} "
+                            f"{short_repr(value)}")
+    return str(value)
+
+
+def _page_text(record: dict, path: Path, where: str) -> str:
+    """`text` is a string, or a list of strings (one per paragraph, documented)."""
+    value = record["text"]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    if not isinstance(value, str):
+        raise UserDataError(f"{path} {where}: field 'text' must be a string or a list of strings, got "
+                            f"{type(value).__name__} {short_repr(value)}")
+    return value
 
 
 def _existing(path: str | Path, flag: str) -> Path:
     if path is None or str(path) == "":
-        raise ValueError(f"no path given; set {flag}=<path>")
+        raise UserDataError(f"no path given; set {flag}=<path>")
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"{p} does not exist; set {flag}=<path to an existing file>")
@@ -77,37 +125,63 @@ def load_user_corpus(corpus_path: str | Path) -> tuple[Document, ...]:
     elif path.suffix == ".parquet":
         records = _read_parquet(path)
     else:
-        raise ValueError(f"{path}: unsupported corpus format {path.suffix!r}; use .jsonl or .parquet")
+        raise UserDataError(f"{path}: unsupported corpus format {path.suffix!r}; use .jsonl or .parquet")
     docs, seen = [], set()
-    for n, rec in enumerate(records, start=1):
-        _require(rec, ("id", "title", "text"), path, n)
-        doc_id = str(rec["id"])
+    for where, rec in records:
+        _require(rec, ("id", "title", "text"), path, where)
+        doc_id = _doc_id(rec, path, where)
         if doc_id in seen:
-            raise ValueError(f"{path} record {n}: duplicate id {doc_id!r}; document ids must be unique")
+            raise UserDataError(f"{path} {where}: duplicate id {doc_id!r}; document ids must be unique")
         seen.add(doc_id)
-        url = str(rec.get("url") or f"corpus://{doc_id}")
-        docs.append(Document(doc_id, " ".join(str(rec["title"]).split()), url, _text_lines(str(rec["text"]))))
+        title = " ".join(_string(rec, "title", path, where).split())
+        url = _string(rec, "url", path, where) if rec.get("url") not in (None, "") else f"corpus://{doc_id}"
+        lines = _text_lines(_page_text(rec, path, where))
+        if not lines:
+            raise UserDataError(f"{path} {where}: field 'text' holds no words; give the page's text")
+        docs.append(Document(doc_id, title, url, lines))
     if not docs:
-        raise ValueError(f"{path} holds no documents")
+        raise UserDataError(f"{path} holds no documents")
     return tuple(docs)
 
 
-def load_user_questions(questions_path: str | Path) -> tuple[Question, ...]:
+def load_user_questions(questions_path: str | Path) -> tuple[tuple[str, Question], ...]:
+    """(where, question) pairs, so later checks can name the line."""
     path = _existing(questions_path, "data.questions_path")
     if path.suffix != ".jsonl":
-        raise ValueError(f"{path}: questions must be a .jsonl file with fields question and answer")
+        raise UserDataError(f"{path}: questions must be a .jsonl file with fields question and answer")
     out = []
-    for n, rec in enumerate(_read_jsonl(path, "questions"), start=1):
-        _require(rec, ("question", "answer"), path, n)
-        qid = str(rec.get("id") or f"u{n - 1:05d}")
-        out.append(Question(qid, str(rec["question"]).strip(), str(rec["answer"]).strip(), "USER", anchor=qid))
+    for n, (where, rec) in enumerate(_read_jsonl(path, "questions"), start=1):
+        _require(rec, ("question", "answer"), path, where)
+        text = _string(rec, "question", path, where).strip()
+        answer = _string(rec, "answer", path, where).strip()
+        if not normalize_answer(answer):
+            raise UserDataError(f"{path} {where}: field 'answer' {answer!r} is only punctuation or articles, which no "
+                                "answer can match; give the answer text")
+        qid = _doc_id(rec, path, where) if rec.get("id") not in (None, "") else f"u{n - 1:05d}"
+        out.append((where, Question(qid, text, answer, "USER", anchor=qid)))
     if not out:
-        raise ValueError(f"{path} holds no questions")
-    ids = [q.id for q in out]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: question ids repeat; give each question a unique id or drop the id field")
+        raise UserDataError(f"{path} holds no questions")
+    seen: dict[str, str] = {}
+    for where, q in out:
+        if q.id in seen:
+            raise UserDataError(f"{path} {where}: question id {q.id!r} repeats ({seen[q.id]}); give each question a "
+                                "unique id or drop the id field")
+        seen[q.id] = where
     return tuple(out)
 
 
+def check_answers_in_corpus(questions, documents, questions_path) -> None:
+    """Every answer must occur (normalised, as whole words) in some page title or line: an answer the
+    corpus never shows cannot be found by searching it, and its reward would never be earned."""
+    haystack = " " + " \n ".join(normalize_answer(" ".join((d.title, *d.lines))) for d in documents) + " "
+    for where, q in questions:
+        if f" {normalize_answer(q.answer)} " not in haystack:
+            raise UserDataError(f"{questions_path} {where}: field 'answer' {short_repr(q.answer, 60)} appears in no page "
+                                "of the corpus; fix the answer or add the page that holds it")
+
+
 def load_user_world(corpus_path: str | Path, questions_path: str | Path) -> World:
-    return World(load_user_corpus(corpus_path), load_user_questions(questions_path), stats={"source": "user"})
+    documents = load_user_corpus(corpus_path)
+    questions = load_user_questions(questions_path)
+    check_answers_in_corpus(questions, documents, Path(questions_path).expanduser())
+    return World(documents, tuple(q for _, q in questions), stats={"source": "user"})

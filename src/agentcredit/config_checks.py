@@ -1,0 +1,295 @@
+"""Value checks of the config groups that no constructor checks before a model loads (`validation.py`
+runs them). Each failure is one line that names the key and what it accepts:
+
+    config error: trainer.max_steps must be an integer >= 1 (or -1: no limit), got -5
+
+Lightning, the world generator and the browser would reject most of these too, but only after the
+model (or the tiny testbed's base policy) has loaded, with a traceback, or naming another key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentcredit.world.config import TEMPLATES, WorldConfig
+
+# Lightning's accepted `precision` values (lightning.fabric.connector._PRECISION_INPUT).
+PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
+              "32-true", "64-true", "64", "32", "16", "bf16")
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
+RETRIEVERS = ("dense", "bm25")
+DTYPES = ("float32", "bfloat16", "float16")
+ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
+SYSTEM_PROMPTS = ("compact", "full")
+
+
+class ValueProblem(ValueError):
+    """One bad value; `validation.validate_config` turns it into a ConfigError."""
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def need(ok: bool, key: str, accepts: str, value: Any) -> None:
+    if not ok:
+        raise ValueProblem(f"{key} must be {accepts}, got {value!r}")
+
+
+def need_int(cfg: Mapping, key: str, prefix: str, low: int = 0, also: tuple = (), required: bool = True) -> None:
+    if key not in cfg and not required:
+        return
+    value = cfg.get(key)
+    extra = "".join(f" (or {a})" for a in also)
+    need(value in also or (_is_int(value) and value >= low), f"{prefix}{key}", f"an integer >= {low}{extra}", value)
+
+
+def need_number(cfg: Mapping, key: str, prefix: str, low: float, high: float | None = None, *, open_low=False,
+                open_high=True, required: bool = True) -> None:
+    if key not in cfg and not required:
+        return
+    value = cfg.get(key)
+    ok = _is_number(value) and (value > low if open_low else value >= low)
+    if high is not None:
+        ok = ok and (value < high if open_high else value <= high)
+    left, right = "(" if open_low else "[", ")" if open_high else "]"
+    accepts = f"a number in {left}{low:g}, {high:g}{right}" if high is not None else \
+        f"a number {'>' if open_low else '>='} {low:g}"
+    need(ok, f"{prefix}{key}", accepts, value)
+
+
+def need_choice(cfg: Mapping, key: str, prefix: str, choices: tuple, required: bool = True) -> None:
+    if key not in cfg and not required:
+        return
+    value = cfg.get(key)
+    need(value in choices, f"{prefix}{key}", f"one of {list(choices)}", value)
+
+
+def need_bool(cfg: Mapping, key: str, prefix: str) -> None:
+    if key in cfg:
+        need(isinstance(cfg[key], bool), f"{prefix}{key}", "true or false", cfg[key])
+
+
+def need_file(value: Any, key: str, what: str) -> None:
+    if value in (None, ""):
+        return
+    need(isinstance(value, str), key, "a path", value)
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise ValueProblem(f"{key}={value!r} does not exist; give {what}")
+
+
+# ---------------------------------------------------------------- groups
+
+def check_seed(seed: Any) -> None:
+    need(_is_int(seed), "seed", "an integer", seed)
+
+
+def check_world(world: Mapping) -> None:
+    p = "data.world."
+    known = {f for f in WorldConfig.__dataclass_fields__}
+    unknown = sorted(set(world) - known)
+    if unknown:
+        raise ValueProblem(f"unknown key(s) {', '.join(p + k for k in unknown)}; known: {', '.join(sorted(known))}")
+    need_int(world, "seed", p, required=False)
+    need_int(world, "num_documents", p, low=40, required=False)
+    need_int(world, "num_questions", p, low=1, required=False)
+    for key in ("hops_min", "hops_max"):
+        value = world.get(key)
+        need(value is None or (_is_int(value) and 2 <= value <= 4), p + key, "an integer in 2..4", value)
+    lo, hi = world.get("hops_min", 2), world.get("hops_max", 4)
+    need(lo <= hi, p + "hops_min", f"<= data.world.hops_max ({hi})", lo)
+    need_int(world, "distractors_min", p, required=False)
+    need_int(world, "distractors_max", p, low=world.get("distractors_min", 0), required=False)
+    need_number(world, "near_duplicate_rate", p, 0.0, 1.0, open_high=False, required=False)
+    for key in ("max_page_lines", "max_answer_words", "max_attempts"):
+        need_int(world, key, p, low=1, required=False)
+    templates = world.get("templates", list(TEMPLATES))
+    need(isinstance(templates, list) and templates and all(t in TEMPLATES for t in templates), p + "templates",
+         f"a non-empty list of {list(TEMPLATES)}", templates)
+    try:
+        WorldConfig.from_mapping(world)
+    except (TypeError, ValueError) as err:
+        raise ValueProblem(f"data.world: {err}") from None
+
+
+def check_data(data: Mapping) -> None:
+    p = "data."
+    known = ("world", "prompts_per_step", "n_val", "n_test", "val_fraction", "test_fraction", "corpus_path",
+             "questions_path", "use_cache")
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueProblem(f"unknown key(s) {', '.join(p + k for k in unknown)}; known: {', '.join(known)}")
+    need_int(data, "prompts_per_step", p, low=1, required=False)
+    need_int(data, "n_val", p, low=0, required=False)
+    need_int(data, "n_test", p, low=0, required=False)
+    need_number(data, "val_fraction", p, 0.0, 1.0, required=False)
+    need_number(data, "test_fraction", p, 0.0, 1.0, required=False)
+    held_out = data.get("val_fraction", 0.2) + data.get("test_fraction", 0.2)
+    need(held_out < 1, p + "val_fraction", f"< 1 - data.test_fraction ({data.get('test_fraction', 0.2)}), so that "
+         "questions are left for training", data.get("val_fraction"))
+    need_bool(data, "use_cache", p)
+    corpus, questions = data.get("corpus_path"), data.get("questions_path")
+    if (corpus is None) != (questions is None):
+        missing = "data.questions_path" if questions is None else "data.corpus_path"
+        raise ValueProblem(f"{missing} must be set too: your own data needs both data.corpus_path and data.questions_path")
+    need_file(corpus, "data.corpus_path", "a .jsonl or .parquet corpus file")
+    need_file(questions, "data.questions_path", "a .jsonl questions file")
+    if corpus is None:
+        check_world(data.get("world") or {})
+
+
+def check_env(env: Mapping) -> None:
+    p = "env."
+    need_choice(env, "retriever", p, RETRIEVERS, required=False)
+    for key in ("default_topn", "default_num_lines", "max_query_chars", "max_pattern_chars", "max_topn",
+                "max_num_lines", "max_line_chars", "max_find_matches"):
+        need_int(env, key, p, low=1, required=False)
+    need_int(env, "summary_chars", p, low=0, required=False)
+    for key, limit in (("default_topn", "max_topn"), ("default_num_lines", "max_num_lines")):
+        if key in env and limit in env:
+            need(env[key] <= env[limit], p + key, f"<= env.{limit} ({env[limit]})", env[key])
+    reward = env.get("reward") or {}
+    need(isinstance(reward, Mapping), p + "reward", "a mapping with correct_score and format_score", reward)
+    for key in ("correct_score", "format_score"):
+        need_number(reward, key, "env.reward.", 0.0, required=False)
+
+
+def check_trainer(trainer: Mapping) -> None:
+    p = "trainer."
+    need_int(trainer, "max_steps", p, low=1, also=(-1,), required=False)
+    need_choice(trainer, "precision", p, PRECISIONS + tuple(int(x) for x in ("16", "32", "64")), required=False)
+    need_choice(trainer, "accelerator", p, ACCELERATORS, required=False)
+    devices = trainer.get("devices", "auto")
+    ok = devices in ("auto", -1, "-1") or (_is_int(devices) and devices >= 1) or \
+        (isinstance(devices, list) and devices and all(_is_int(d) and d >= 0 for d in devices)) or \
+        (isinstance(devices, str) and all(d.strip().isdigit() for d in devices.split(",") if d.strip()) and devices.strip(", "))
+    need(ok, p + "devices", "an integer >= 1, -1, auto, or a list of device ids", devices)
+    need_int(trainer, "num_nodes", p, low=1, required=False)
+    val = trainer.get("val_check_interval")
+    need(val is None or (_is_int(val) and val >= 1), p + "val_check_interval",
+         "an integer >= 1 (training steps between validations)", val)
+    limit = trainer.get("limit_val_batches")
+    need(limit is None or (_is_int(limit) and limit >= 0) or (isinstance(limit, float) and 0.0 <= limit <= 1.0),
+         p + "limit_val_batches", "an integer >= 0 or a fraction in [0, 1]", limit)
+    need_int(trainer, "num_sanity_val_steps", p, low=0, also=(-1,), required=False)
+    need_int(trainer, "log_every_n_steps", p, low=1, required=False)
+    need_bool(trainer, "enable_progress_bar", p)
+    strategy = trainer.get("strategy", "auto")
+    if isinstance(strategy, Mapping):
+        need(strategy.get("name") == "fsdp", p + "strategy.name", "fsdp (or give a plain strategy name such as ddp)",
+             strategy.get("name"))
+        for key in ("wrap", "activation_checkpointing"):
+            need_choice(strategy, key, p + "strategy.", (None, "decoder_layers"), required=False)
+    else:
+        need(isinstance(strategy, str) and strategy, p + "strategy", "a strategy name (auto, ddp, fsdp, ...)", strategy)
+
+
+def check_checkpoint(checkpoint: Mapping) -> None:
+    need_int(checkpoint, "every_n_steps", "checkpoint.", low=1, required=False)
+    need_int(checkpoint, "last_every_n_steps", "checkpoint.", low=1, required=False)
+
+
+def check_train(train: Mapping) -> None:
+    p = "train."
+    need_number(train, "weight_decay", p, 0.0, required=False)
+    need_number(train, "grad_clip", p, 0.0, open_low=True, required=False)
+    need_number(train, "val_temperature", p, 0.0, required=False)
+    need_int(train, "samples_per_val", p, low=0, required=False)
+    betas = train.get("betas", [0.9, 0.98])
+    need(isinstance(betas, list) and len(betas) == 2 and all(_is_number(b) and 0 <= b < 1 for b in betas),
+         p + "betas", "two numbers in [0, 1)", betas)
+
+
+def check_model(model: Mapping) -> None:
+    p = "model."
+    kind = model.get("kind")
+    need_choice(model, "dtype", p, DTYPES, required=False)
+    need_choice(model, "attn_implementation", p, ATTENTION, required=False)
+    need_choice(model, "system_prompt", p, SYSTEM_PROMPTS, required=False)
+    need_bool(model, "warm_start", p)
+    if model.get("rl_lr") is not None:
+        need_number(model, "rl_lr", p, 0.0, open_low=True)
+    if kind == "tiny":
+        for key in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
+                    "max_position_embeddings"):
+            need_int(model, key, p, low=1, required=False)
+        need_int(model, "vocab_size", p, low=300, required=False)  # 256 bytes + the special and protocol tokens
+        heads, kv, hidden = model.get("num_heads", 4), model.get("num_kv_heads", 4), model.get("hidden_size", 128)
+        need(hidden % heads == 0, p + "hidden_size", f"a multiple of model.num_heads ({heads})", hidden)
+        need(heads % kv == 0, p + "num_kv_heads", f"a divisor of model.num_heads ({heads})", kv)
+        need_choice(model, "architecture", p, ("llama", "qwen3"), required=False)
+        init = model.get("init_path")
+        if init:
+            need_file(init, p + "init_path", "a saved tiny policy directory (model + tokenizer)")
+            need((Path(init) / "config.json").exists(), p + "init_path", "a saved model directory (with config.json)", init)
+    if kind == "hf":
+        name = model.get("name_or_path")
+        need(isinstance(name, str) and name.strip(), p + "name_or_path", "a Hugging Face id or local directory", name)
+    lora = model.get("lora") or {}
+    need_bool(lora, "enabled", p + "lora.")
+    if lora.get("enabled"):
+        need_int(lora, "r", p + "lora.", low=1, required=False)
+        need_number(lora, "alpha", p + "lora.", 0.0, open_low=True, required=False)
+        need_number(lora, "dropout", p + "lora.", 0.0, 1.0, required=False)
+    reference = model.get("reference") or {}
+    need_file(reference.get("path"), p + "reference.path", "a save_pretrained directory or a .ckpt of this project")
+
+
+def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None:
+    """The judge ProVer will use; only called when the chosen credit method needs one."""
+    from agentcredit.judge.factory import BUILDERS, LOCAL_MODEL_KINDS
+    from agentcredit.judge.openai_judge import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
+
+    kind = judge.get("kind")
+    need(kind in BUILDERS, "judge.kind", f"one of {sorted(BUILDERS)} (judge=<kind>)", kind)
+    p = "judge."
+    if kind == "openai":
+        if not (judge.get("model") or environ.get(ENV_MODEL)):
+            raise ValueProblem(f"judge.model must be set for judge=openai: set {ENV_MODEL} (environment or .env) "
+                               "or judge.model=<name>")
+        if not (judge.get("base_url") or environ.get(ENV_BASE_URL) or judge.get("api_key") or environ.get(ENV_API_KEY)):
+            raise ValueProblem(f"judge.base_url must be set for judge=openai: set {ENV_BASE_URL} (self-hosted) or "
+                               f"{ENV_API_KEY} (the OpenAI API) in the environment or .env")
+        need_number(judge, "timeout_s", p, 0.0, open_low=True, required=False)
+        need_int(judge, "max_retries", p, low=0, required=False)
+        if judge.get("max_completion_tokens") is not None:
+            need_int(judge, "max_completion_tokens", p, low=1)
+    if kind == "local":
+        model_kind = (judge.get("model") or {}).get("kind")
+        need(model_kind in LOCAL_MODEL_KINDS, "judge.model.kind", f"one of {list(LOCAL_MODEL_KINDS)}", model_kind)
+        need_int(judge, "max_new_tokens", p, low=1, required=False)
+    if kind in ("openai", "local"):
+        need_int(judge, "max_tool_rounds", p, low=0, required=False)
+    if kind == "random":
+        from agentcredit.judge.random_judge import MODES
+
+        need_choice(judge, "mode", p, tuple(MODES), required=False)
+    if judge.get("step_budget_s") is not None:  # null: no per-step limit
+        need_number(judge, "step_budget_s", p, 0.0, open_low=True)
+
+
+def check_combinations(cfg: Mapping) -> None:
+    """Settings that are each fine but cannot work together."""
+    model, data = cfg.get("model") or {}, cfg.get("data") or {}
+    if model.get("warm_start") and model.get("kind") != "tiny" and data.get("corpus_path") is not None:
+        raise ValueProblem(f"model.warm_start must be false for model={model.get('kind')} on your own data: the warm "
+                           "start plays oracle episodes, which only the synthetic world has (the tiny model on your "
+                           "own data starts from the synthetic world's base policy instead)")
+
+
+def check_ckpt_path(ckpt_path: Any) -> None:
+    if ckpt_path in (None, "", "last"):  # "last": Lightning's own lookup in the run folder
+        return
+    need(isinstance(ckpt_path, str), "ckpt_path", "a path to a .ckpt file", ckpt_path)
+    path = Path(ckpt_path).expanduser()
+    if not path.is_file():
+        raise ValueProblem(f"ckpt_path={ckpt_path!r} is not a file; give a checkpoint such as "
+                           "outputs/runs/<run>/checkpoints/last.ckpt")

@@ -1,0 +1,81 @@
+"""Secrets (API keys, tokens, passwords) come from the environment or `.env`, never from the command
+line or a config file.
+
+Why refuse rather than scrub: Hydra writes the command line into `.hydra/overrides.yaml`, the
+composed config into `.hydra/config.yaml` and `hydra.yaml`, a sweep names job folders after the
+overrides, and W&B stores the process arguments and the folder name in its run files (which
+`wandb sync` uploads). All of that happens before `train.run` sees the config, so the only place
+that keeps a secret out of every file is `train.py` itself, before `@hydra.main` runs:
+
+    $ python train.py judge.api_key=sk-...
+    config error: judge.api_key must not be given on the command line (...); set AGENTCREDIT_JUDGE_API_KEY ...
+
+A key is secret when one of its dotted parts has `api_key`/`apikey`, `token`, `secret` or `password`
+as a word (`hf_token`, `client_secret`); counts such as `max_turn_tokens` are not secrets.
+A config file may still name a secret through an environment interpolation (`${oc.env:MY_KEY}`):
+Hydra writes the interpolation, not the value.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+
+_SECRET_PART = re.compile(r"(^|_)(api_?key|apikey|token|secret|password|passwd)(_|$)", re.IGNORECASE)
+
+# Where each known secret should come from instead.
+ENV_VARS = {"judge.api_key": "AGENTCREDIT_JUDGE_API_KEY"}
+
+
+def is_secret_key(key: str) -> bool:
+    return any(_SECRET_PART.search(part) for part in str(key).split("."))
+
+
+def override_key(override: str) -> str | None:
+    """The config key an override sets (`+judge.api_key=x` -> judge.api_key), None for flags."""
+    if override.startswith("-") or "=" not in override and not override.startswith("~"):
+        return None
+    return override.lstrip("+~").split("=", 1)[0].strip()
+
+
+def where_instead(key: str) -> str:
+    var = ENV_VARS.get(key)
+    if var is None and key.startswith("hydra.job.env_set."):
+        var = key.rsplit(".", 1)[1]
+    return f"set {var} in the environment or in .env" if var else "read it from an environment variable or .env"
+
+
+def secret_override_problem(argv: Sequence[str]) -> str | None:
+    """The one-line refusal for the first secret-bearing override in `argv`, or None."""
+    for arg in argv:
+        key = override_key(arg)
+        if key and is_secret_key(key):
+            return (f"{key} must not be given on the command line (Hydra records command lines in the run folder "
+                    f"and W&B); {where_instead(key)} (see .env.example)")
+    return None
+
+
+def refuse_secret_overrides(argv: Sequence[str] | None = None) -> None:
+    """Exit with status 2 and one line when the command line carries a secret; called by the entry scripts."""
+    problem = secret_override_problem(sys.argv[1:] if argv is None else argv)
+    if problem:
+        print(f"config error: {problem}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+
+def secret_values_in_config(node, prefix: str = "") -> list[str]:
+    """Keys of a composed config (DictConfig) that hold a secret as a literal value."""
+    from omegaconf import OmegaConf
+
+    found = []
+    for key in node.keys() if OmegaConf.is_dict(node) else range(len(node)):
+        name = f"{prefix}{key}"
+        if OmegaConf.is_interpolation(node, key) or OmegaConf.is_missing(node, key):
+            continue
+        child = node._get_node(key)
+        if OmegaConf.is_config(child):
+            found += secret_values_in_config(child, f"{name}.")
+        elif is_secret_key(str(key)) and child._value() not in (None, ""):
+            found.append(name)
+    return found

@@ -1,0 +1,156 @@
+"""Damaged checkpoints are one line naming the file; a non-finite step stops before last.ckpt is
+written (issue 20, item 4)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+
+import pytest
+import torch
+
+from agentcredit.lit.checkpoint_io import INTEGRITY_KEY, CheckpointError, VerifiedCheckpointIO, checkpoint_digest, read_checkpoint
+from tiny_runs import SIGNAL, hydra_cli, train_tiny
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+RUN = [*SIGNAL, "trainer.max_steps=2", "trainer.val_check_interval=2", "checkpoint.every_n_steps=1"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, signal_credit):
+    out = tmp_path_factory.mktemp("run")
+    train_tiny(out, *RUN)
+    return out
+
+
+def load(path):
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def resave(checkpoint, path):
+    """Written the way training writes it, so its digest is valid whatever it holds."""
+    VerifiedCheckpointIO().save_checkpoint(checkpoint, path)
+    return path
+
+
+def overwrite_middle(src, dst):
+    data = bytearray(src.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4] = b"\xff\xff\xff\xff"  # float32 NaN, wherever it lands in a tensor
+    dst.write_bytes(bytes(data))
+    return dst
+
+
+def nan_in_adam(src, dst):
+    checkpoint = load(src)
+    state = checkpoint["optimizer_states"][0]["state"]
+    next(iter(state.values()))["exp_avg_sq"].view(-1)[0] = float("nan")
+    return resave(checkpoint, dst)
+
+
+def inf_in_weights(src, dst):
+    checkpoint = load(src)
+    key = next(k for k in checkpoint["state_dict"] if k.startswith("policy."))
+    checkpoint["state_dict"][key].view(-1)[0] = float("inf")
+    return resave(checkpoint, dst)
+
+
+def not_a_checkpoint(src, dst):
+    torch.save([1, 2, 3], dst)
+    return dst
+
+
+DAMAGE = {
+    "4 bytes overwritten": (overwrite_middle, r"is corrupted: its content no longer matches the digest"),
+    "truncated to half": (lambda s, d: d.write_bytes(s.read_bytes()[: s.stat().st_size // 2]) and d,
+                          r"cannot be read: truncated or corrupted"),
+    "truncated to 100 bytes": (lambda s, d: d.write_bytes(s.read_bytes()[:100]) and d, r"cannot be read: truncated or corrupted"),
+    "empty": (lambda s, d: d.write_bytes(b"") or d, r"is empty \(0 bytes\)"),
+    "text": (lambda s, d: d.write_text("not a checkpoint\n") and d, r"cannot be read: truncated or corrupted"),
+    "NaN in Adam state": (nan_in_adam, r"holds non-finite values \(NaN or inf\) in optimizer_states"),
+    "inf in weights": (inf_in_weights, r"holds non-finite values \(NaN or inf\) in state_dict\.policy\."),
+    "a list": (not_a_checkpoint, r"is not a checkpoint of this project"),
+}
+
+
+def test_checkpoints_carry_a_digest_of_their_content(run_dir):
+    checkpoint = load(run_dir / "checkpoints" / "last.ckpt")
+    assert checkpoint[INTEGRITY_KEY]["sha256"] == checkpoint_digest(checkpoint)
+    assert read_checkpoint(run_dir / "checkpoints" / "step1.ckpt")["global_step"] == 1
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_checkpoint_is_one_line_naming_the_file(run_dir, tmp_path, case):
+    damage, message = DAMAGE[case]
+    bad = damage(run_dir / "checkpoints" / "last.ckpt", tmp_path / "bad.ckpt")
+    with pytest.raises(CheckpointError) as err:
+        VerifiedCheckpointIO().load_checkpoint(bad)
+    text = str(err.value)
+    assert text.startswith(str(bad)) and "\n" not in text, text
+    assert __import__("re").search(message, text), text
+
+
+def test_resuming_from_a_damaged_checkpoint_stops_in_one_line(run_dir, tmp_path, capsys):
+    bad = overwrite_middle(run_dir / "checkpoints" / "last.ckpt", tmp_path / "bad.ckpt")
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(out):
+        hydra_cli(*RUN, "model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2",
+                  "model.num_kv_heads=2", "model.intermediate_size=128", "model.vocab_size=800", "rollout.group_size=2",
+                  "rollout.max_tool_turns=2", "rollout.max_turn_tokens=16", "rollout.max_obs_tokens=128",
+                  "env.retriever=bm25", "env.default_topn=3", "data.n_val=2", "data.prompts_per_step=2",
+                  "trainer.max_steps=3", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
+                  "logger=none", f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith(f"checkpoint error: {bad} is corrupted"), lines
+    assert "Restored all states" not in out.getvalue()
+
+
+def test_a_checkpoint_from_before_digests_loads_with_one_warning(run_dir, tmp_path, caplog):
+    checkpoint = load(run_dir / "checkpoints" / "last.ckpt")
+    del checkpoint[INTEGRITY_KEY]
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    with caplog.at_level(logging.WARNING, logger="agentcredit.lit.checkpoint_io"):
+        assert read_checkpoint(tmp_path / "old.ckpt", weights_only=False)["global_step"] == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / 'old.ckpt'} carries no integrity digest (written before digests existed); loading it unchecked"]
+
+
+def test_a_non_finite_loss_stops_the_run_before_last_ckpt_is_written(tmp_path, monkeypatch, signal_credit):
+    from agentcredit.lit import module as lit_module
+
+    real = lit_module.policy_loss
+    calls = {"n": 0}
+
+    def nan_on_the_second_step(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        calls["n"] += 1
+        return (loss * float("nan"), stats) if calls["n"] >= 2 else (loss, stats)
+
+    monkeypatch.setattr(lit_module, "policy_loss", nan_on_the_second_step)
+    with pytest.raises(lit_module.NonFiniteTraining, match=r"^step 1: the loss or gradient is not finite"):
+        train_tiny(tmp_path, *RUN, "trainer.max_steps=3")
+    last = read_checkpoint(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)  # finite, digest intact
+    assert last["global_step"] == 1
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step1.ckpt"]
+
+
+def test_a_non_finite_gradient_is_one_line_on_the_command_line(tmp_path, monkeypatch, capsys, signal_credit):
+    from agentcredit.lit import module as lit_module
+    from tiny_runs import TINY
+
+    real = lit_module.policy_loss
+
+    def nan_gradient(logprobs, *args, **kwargs):
+        loss, stats = real(logprobs, *args, **kwargs)
+        return loss + 0.0 * logprobs.sum() * float("inf"), stats  # inf * 0 = NaN in the gradient path
+
+    monkeypatch.setattr(lit_module, "policy_loss", nan_gradient)
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*TINY, *RUN, f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("training stopped: step 0: the loss or gradient is not finite"), lines
+    assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()  # nothing good to keep yet, nothing bad written

@@ -1,0 +1,112 @@
+"""Every bad config value stops in one line naming the key and what it accepts, before any model or
+base policy loads, with exit status 2 on the command line (issue 20, item 2)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from agentcredit.validation import ConfigError
+from tiny_runs import hydra_cli, tiny_config
+
+# override(s) -> the start of the one-line message (a regex). The first nine are the issue's; the
+# next three were already caught; the rest were tried for the same faults elsewhere.
+BAD = {
+    "data.world.hops_min=9": r"data\.world\.hops_min must be an integer in 2\.\.4, got 9",
+    "env.retriever=foo": r"env\.retriever must be one of \['dense', 'bm25'\], got 'foo'",
+    "data.prompts_per_step=0": r"data\.prompts_per_step must be an integer >= 1, got 0",
+    "env.max_topn=0": r"env\.max_topn must be an integer >= 1, got 0",
+    "seed=abc": r"seed must be an integer, got 'abc'",
+    "trainer.max_steps=-5": r"trainer\.max_steps must be an integer >= 1 \(or -1\), got -5",
+    "trainer.precision=banana": r"trainer\.precision must be one of \[.*'bf16-mixed'.*\], got 'banana'",
+    "credit=prover judge=openai": r"judge\.model must be set for judge=openai: set AGENTCREDIT_JUDGE_MODEL",
+    "data.val_fraction=1.5": r"data\.val_fraction must be a number in \[0, 1\), got 1\.5",
+    "credit.K=-1": r"credit\.K must be an integer >= 0, got -1",
+    "credit.transform=foo": r"credit\.transform must be one of",
+    "rollout.group_size=1": r"rollout\.group_size must be an integer >= 2",
+    "credit=prover judge=openai judge.model=m": r"judge\.base_url must be set for judge=openai",
+    "credit=prover judge=random judge.mode=sometimes": r"judge\.mode must be one of \['paper', 'valid'\], got 'sometimes'",
+    "credit=prover judge=openai judge.model=m judge.base_url=http://x judge.timeout_s=0": r"judge\.timeout_s must be a number > 0",
+    "credit=prover judge=openai judge.model=m judge.base_url=http://x judge.step_budget_s=0":
+        r"judge\.step_budget_s must be a number > 0, got 0",
+    "data.world.hops_min=4 data.world.hops_max=3": r"data\.world\.hops_min must be <= data\.world\.hops_max \(3\), got 4",
+    "data.world.num_documents=5": r"data\.world\.num_documents must be an integer >= 40, got 5",
+    "data.world.templates=[FOO]": r"data\.world\.templates must be a non-empty list of",
+    "data.world.near_duplicate_rate=2": r"data\.world\.near_duplicate_rate must be a number in \[0, 1\], got 2",
+    "data.test_fraction=-0.1": r"data\.test_fraction must be a number in \[0, 1\), got -0\.1",
+    "data.val_fraction=0.6 data.test_fraction=0.5": r"data\.val_fraction must be < 1 - data\.test_fraction \(0\.5\)",
+    "data.n_val=-1": r"data\.n_val must be an integer >= 0, got -1",
+    "data.prompts_per_step=two": r"data\.prompts_per_step must be an integer >= 1, got 'two'",
+    "data=user data.corpus_path=/nonexistent/c.jsonl data.questions_path=/nonexistent/q.jsonl":
+        r"data\.corpus_path='/nonexistent/c\.jsonl' does not exist",
+    "data.corpus_path=/tmp/c.jsonl": r"data\.questions_path must be set too",
+    "env.default_topn=0": r"env\.default_topn must be an integer >= 1, got 0",
+    "env.default_topn=30": r"env\.default_topn must be <= env\.max_topn \(20\), got 30",
+    "env.reward.format_score=-1": r"env\.reward\.format_score must be a number >= 0, got -1",
+    "trainer.accelerator=banana": r"trainer\.accelerator must be one of",
+    "trainer.devices=0": r"trainer\.devices must be an integer >= 1, -1, auto, or a list of device ids, got 0",
+    "trainer.val_check_interval=0": r"trainer\.val_check_interval must be an integer >= 1",
+    "trainer.limit_val_batches=-1": r"trainer\.limit_val_batches must be an integer >= 0 or a fraction in \[0, 1\]",
+    "trainer.max_steps=1.5": r"trainer\.max_steps must be an integer >= 1 \(or -1\), got 1\.5",
+    "trainer.strategy.name=deepspeed trainer=fsdp": r"trainer\.strategy\.name must be fsdp",
+    "trainer=fsdp trainer.strategy.wrap=everything": r"trainer\.strategy\.wrap must be one of \[None, 'decoder_layers'\]",
+    "checkpoint.every_n_steps=0": r"checkpoint\.every_n_steps must be an integer >= 1, got 0",
+    "checkpoint.last_every_n_steps=-1": r"checkpoint\.last_every_n_steps must be an integer >= 1, got -1",
+    "train.micro_batch_size=0": r"train\.micro_batch_size must be an integer >= 1, got 0",
+    "train.lr=-1": r"train\.lr must be null or a number > 0, got -1",
+    "train.grad_clip=0": r"train\.grad_clip must be a number > 0, got 0",
+    "train.betas=[0.9]": r"train\.betas must be two numbers in \[0, 1\)",
+    "model.kind=foo": r"model\.kind must be one of",
+    "model.dtype=float8": r"model\.dtype must be one of \['float32', 'bfloat16', 'float16'\], got 'float8'",
+    "model.num_heads=3": r"model\.hidden_size must be a multiple of model\.num_heads \(3\), got 64",
+    "model.vocab_size=10": r"model\.vocab_size must be an integer >= 300, got 10",
+    "model.attn_implementation=flash9": r"model\.attn_implementation must be one of",
+    "model.lora.enabled=true model.lora.r=0": r"model\.lora\.r must be an integer >= 1, got 0",
+    "model.init_path=/nonexistent/dir": r"model\.init_path='/nonexistent/dir' does not exist",
+    "model=hf": r"model\.name_or_path must be a Hugging Face id or local directory, got None",
+    "rollout.temperature=-1": r"rollout\.temperature must be >= 0",
+    "rollout.max_tool_turns=0": r"rollout\.max_tool_turns must be a positive integer",
+    "warmstart.steps=-1 model.warm_start=true": r"warmstart\.steps must be",
+    "logger=wandb logger.mode=sometimes": r"logger\.mode \(or WANDB_MODE\) must be one of",
+    "ckpt_path=/nonexistent/last.ckpt": r"ckpt_path='/nonexistent/last\.ckpt' is not a file",
+    "credit=trace credit.reference_path=/nonexistent/ref": r"credit\.reference_path '/nonexistent/ref' does not exist",
+}
+
+
+@pytest.fixture
+def no_judge_env(monkeypatch):
+    for name in ("AGENTCREDIT_JUDGE_BASE_URL", "AGENTCREDIT_JUDGE_MODEL", "AGENTCREDIT_JUDGE_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("overrides", BAD)
+def test_bad_value_is_one_line_naming_the_key_before_anything_loads(tmp_path, monkeypatch, no_judge_env, overrides):
+    from agentcredit.train import run
+
+    monkeypatch.setattr("agentcredit.train.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.components.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ConfigError) as err:
+        run(tiny_config(tmp_path, *overrides.split()))
+    message = str(err.value)
+    assert "\n" not in message
+    assert __import__("re").match(BAD[overrides], message), message
+
+
+@pytest.mark.parametrize("overrides", list(BAD)[:9])
+def test_the_issues_bad_values_exit_2_with_one_line_on_the_command_line(tmp_path, monkeypatch, capsys, no_judge_env,
+                                                                          overrides):
+    monkeypatch.setattr("agentcredit.train.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*overrides.split(), "trainer.max_steps=2" if "max_steps" not in overrides else "seed=0",
+                  f"hydra.run.dir={tmp_path}/run")
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error: "), lines
+    assert __import__("re").match(BAD[overrides], lines[0][len("config error: "):]), lines[0]
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_at_least_28_bad_values_are_tried():
+    assert len(BAD) >= 28

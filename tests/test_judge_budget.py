@@ -1,0 +1,108 @@
+"""A judge that never answers costs at most the step's judge budget (issue 20, item 6); client retries
+count inside it; replies are capped by default; a judge metric not measured at a step is absent."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from agentcredit.agent.verification import make_segment_verifier
+from agentcredit.evaluate import CONF_DIR
+from agentcredit.judge import build_judge
+from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj
+from test_openai_judge import ScriptedServer, answer
+from tiny_runs import read_metrics, train_tiny
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+KNOBS = {"num_continuations": 2}
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(*replies):
+        servers.append(ScriptedServer(replies))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def openai_judge(server, **options):
+    return build_judge({"kind": "openai", "base_url": server.base_url, "model": "m", "api_key": "k",
+                        "timeout_s": 60, "max_retries": 2, **options})
+
+
+def group():
+    return [expert_traj(), failed_traj(), error_traj()]  # 1 success in 3: eligible
+
+
+def test_a_hanging_judge_costs_the_step_its_budget_not_minutes(serve, capsys):
+    server = serve("hang")
+    verify = make_segment_verifier(openai_judge(server), step_budget_s=1.0)
+    worker = FakeWorker({0: [0.0, 0.0], 1: [1.0, 1.0], 2: [1.0, 1.0]})
+    t0 = time.monotonic()
+    logs = [verify(group(), QUESTION, worker, KNOBS)[1] for _ in range(4)]  # four eligible groups in one step
+    elapsed = time.monotonic() - t0
+    assert elapsed < 3.0, elapsed  # was 4 x 3 tries x 60 s
+    assert [entry["budget_exhausted"] for entry in logs] == [1.0, 1.0, 1.0, 1.0]
+    assert [entry["judge_failure"] for entry in logs] == [0.0, 0.0, 0.0, 0.0]  # a budget cut is not a judge failure
+    assert len(server.requests) == 1  # the first call used the whole budget; the others never asked
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("WARNING: ")]
+    assert len(warnings) == 1 and "judge.step_budget_s=1) is spent" in warnings[0], warnings  # one per step
+
+    verify.start_step()  # the next step has its budget again
+    server.release.set()
+    server.replies = [answer(0, 0)]
+    segment, fresh = verify(group(), QUESTION, worker, KNOBS)
+    assert fresh["budget_exhausted"] == 0.0 and segment is not None
+
+
+def test_client_retries_count_inside_the_budget(serve):
+    server = serve("hang")
+    backend = openai_judge(server, timeout_s=0.4).backend
+    assert backend.client.max_retries == 0  # the client's own retries would escape the budget
+    verify = make_segment_verifier(openai_judge(server, timeout_s=0.4), step_budget_s=None)
+    t0 = time.monotonic()
+    _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
+    assert logs["judge_failure"] == 1.0 and len(server.requests) == 3  # 1 + max_retries tries of 0.4 s
+    assert time.monotonic() - t0 < 3.0
+    server.requests.clear()
+    verify = make_segment_verifier(openai_judge(server, timeout_s=0.4), step_budget_s=0.6)
+    t0 = time.monotonic()
+    _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
+    assert logs["budget_exhausted"] == 1.0 and len(server.requests) == 2 and time.monotonic() - t0 < 1.5
+
+
+def test_default_judge_configs_cap_replies_and_set_a_budget():
+    openai = yaml.safe_load((CONF_DIR / "judge" / "openai.yaml").read_text())
+    local = yaml.safe_load((CONF_DIR / "judge" / "local.yaml").read_text())
+    assert openai["max_completion_tokens"] == 512 and 0 < openai["step_budget_s"] < 60
+    assert 0 < local["step_budget_s"] < 60
+
+
+def test_a_judge_metric_not_measured_at_a_step_is_absent(tmp_path, monkeypatch):
+    from agentcredit.agent import verification
+
+    calls = {"n": 0}
+
+    def first_step_eligible(judge, trajectories, question, worker, knobs, require_valid_actions=True, **_):
+        calls["n"] += 1
+        logs = {"eligible": 0.0, "extra_tokens": 0.0, "group_tokens": 1.0}
+        if calls["n"] <= 2:  # the 2 groups of step 0
+            logs.update(eligible=1.0, judge_failure=1.0, budget_exhausted=0.0, **{"time/judge_s": 5.0})
+        return None, logs
+
+    monkeypatch.setattr(verification, "verify_group", first_step_eligible)
+    train_tiny(tmp_path, "credit=prover", "judge=random", "logger=csv", "trainer.max_steps=3",
+               "trainer.val_check_interval=10")
+    rows = {r["step"]: r for r in read_metrics(tmp_path) if r.get("train/reward")}
+    assert rows["0"]["credit/judge_failure"] == "1.0" and rows["0"]["time/judge_s"] == "5.0"
+    for step in ("1", "2"):
+        assert rows[step]["credit/eligible"] == "0.0"
+        assert rows[step]["credit/judge_failure"] == "" and rows[step]["time/judge_s"] == "", rows[step]

@@ -1,0 +1,146 @@
+"""Secrets never reach a file, a folder name or W&B (issue 20, item 3): refused on the command line
+and in config files, read from the environment; the judge sends its key only to its configured
+endpoint and says which one that is."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import time
+
+import pytest
+
+from agentcredit.secret_keys import is_secret_key, secret_override_problem
+from agentcredit.validation import ConfigError, prepare_config
+from test_openai_judge import ScriptedServer, answer
+from tiny_runs import TINY, hydra_cli, tiny_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+SECRET = "sk-issue20-never-write-me"
+
+
+@pytest.mark.parametrize("key, secret", [
+    ("judge.api_key", True), ("judge.apikey", True), ("x.hf_token", True), ("token", True), ("a.client_secret", True),
+    ("db_password", True), ("hydra.job.env_set.WANDB_API_KEY", True), ("openai_api_key", True),
+    ("rollout.max_turn_tokens", False), ("rollout.max_obs_tokens", False), ("judge.max_completion_tokens", False),
+    ("warmstart.window_batch_size", False), ("model.tokenizer", False), ("judge.model", False),
+])
+def test_which_keys_are_secret(key, secret):
+    assert is_secret_key(key) is secret
+
+
+REFUSED = {
+    "plain": [f"judge.api_key={SECRET}"],
+    "appended": [f"+judge.api_key={SECRET}"],
+    "forced": [f"++judge.api_key={SECRET}"],
+    "other secret key": [f"+model.hf_token={SECRET}"],
+    "through hydra's env_set": [f"hydra.job.env_set.AGENTCREDIT_JUDGE_API_KEY={SECRET}"],
+    "sweep": ["-m", "credit=grpo,trace", f"judge.api_key={SECRET},other"],
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_secret_on_the_command_line_is_refused_before_anything_is_written(tmp_path, capsys, case):
+    args = [*REFUSED[case], "judge=openai", f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep"]
+    with pytest.raises(SystemExit) as exit_info:
+        hydra_cli(*args)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("config error: ") and "must not be given on the command line" in lines[0]
+    assert SECRET not in captured.err + captured.out
+    assert list(tmp_path.iterdir()) == []  # no run folder, no .hydra/, no sweep job folder
+    if "judge.api_key" in lines[0]:
+        assert "set AGENTCREDIT_JUDGE_API_KEY in the environment or in .env" in lines[0]
+
+
+def test_non_secret_overrides_pass():
+    assert secret_override_problem(["rollout.max_turn_tokens=16", "judge.model=m", "-m", "--cfg", "job"]) is None
+
+
+def test_a_secret_in_a_config_file_is_refused_an_env_interpolation_is_not(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match=r"^judge\.api_key holds a secret in the config.*AGENTCREDIT_JUDGE_API_KEY"):
+        prepare_config(tiny_config(tmp_path, "judge=openai", f"judge.api_key={SECRET}"))
+    monkeypatch.setenv("MY_JUDGE_KEY", SECRET)
+    cfg = prepare_config(tiny_config(tmp_path, "judge=openai", "judge.api_key=${oc.env:MY_JUDGE_KEY}"))
+    assert cfg.judge.api_key == SECRET
+
+
+@pytest.fixture
+def isolated_wandb(monkeypatch, tmp_path):
+    import os
+
+    for key in [k for k in os.environ if k.startswith(("WANDB_", "AGENTCREDIT_JUDGE_"))]:
+        monkeypatch.delenv(key)
+    for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / "wandb_home" / var.lower()))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AGENTCREDIT_JUDGE_API_KEY", SECRET)  # where the key belongs
+
+
+def files_holding(folder, value: str) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
+
+
+def wait_for_wandb(folder) -> None:
+    for _ in range(60):  # wandb's writer process may still be flushing on a busy machine
+        if list(folder.rglob("run-*.wandb")) and all(p.stat().st_size for p in folder.rglob("run-*.wandb")):
+            return
+        time.sleep(0.5)
+
+
+PROVER_OPENAI = ["credit=prover", "judge=openai", "judge.model=m", "judge.base_url=http://127.0.0.1:9/v1",
+                 "logger=wandb", "logger.mode=offline"]
+
+
+def test_grep_a_run_and_its_wandb_folder_for_the_secret(tmp_path, isolated_wandb, capsys):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        hydra_cli(*TINY, *PROVER_OPENAI, f"hydra.run.dir={tmp_path}/run")
+    run = tmp_path / "run"
+    wait_for_wandb(run)
+    assert (run / ".hydra" / "config.yaml").exists() and list((run / "wandb").glob("offline-run-*"))
+    assert files_holding(run, SECRET) == [] and files_holding(tmp_path / "wandb_home", SECRET) == []
+    assert SECRET not in out.getvalue() + capsys.readouterr().err
+
+
+def test_grep_a_sweep_and_its_wandb_folders_for_the_secret(tmp_path, isolated_wandb, capsys):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        hydra_cli("-m", *TINY, *PROVER_OPENAI, "seed=0,1", f"hydra.sweep.dir={tmp_path}/sweep")
+    sweep = tmp_path / "sweep"
+    wait_for_wandb(sweep)
+    jobs = [p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(jobs) == 2 and all(list((j / "wandb").glob("offline-run-*")) for j in jobs)
+    assert files_holding(sweep, SECRET) == [] and files_holding(tmp_path / "wandb_home", SECRET) == []
+    assert all(SECRET not in p.name for p in sweep.rglob("*"))
+    assert SECRET not in out.getvalue() + capsys.readouterr().err
+
+
+def test_the_judge_sends_its_key_only_to_the_configured_endpoint(monkeypatch, caplog):
+    from agentcredit.judge import build_judge
+    from agentcredit.judge.openai_judge import OPENAI_API, OpenAIChatBackend
+    from judge_fixtures import expert_traj, failed_traj, error_traj, QUESTION
+    from agentcredit.judge import build_judge_context
+
+    configured, elsewhere = ScriptedServer([answer(0, 0)]), ScriptedServer([answer(0, 0)])
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", elsewhere.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "not-this-one")
+        monkeypatch.setenv("AGENTCREDIT_JUDGE_API_KEY", SECRET)
+        monkeypatch.setenv("AGENTCREDIT_JUDGE_BASE_URL", configured.base_url)
+        with caplog.at_level(logging.INFO, logger="agentcredit.judge.openai_judge"):
+            judge = build_judge({"kind": "openai", "model": "m", "max_retries": 0})
+        assert caplog.messages == [f"judge=openai: model m at {configured.base_url}, with the key from AGENTCREDIT_JUDGE_API_KEY"]
+        context = build_judge_context([expert_traj(), failed_traj(), error_traj()], QUESTION.text, chosen=0,
+                                      max_segment_turns=4, success_threshold=1.0)
+        judge.propose(context)
+        assert configured.auth == [f"Bearer {SECRET}"] and elsewhere.auth == []
+        assert configured.requests[0]["max_completion_tokens"] == 512  # the default cap
+        # No base URL anywhere: the OpenAI API itself, not $OPENAI_BASE_URL.
+        monkeypatch.delenv("AGENTCREDIT_JUDGE_BASE_URL")
+        backend = OpenAIChatBackend.from_config(model="m")
+        assert backend.base_url == OPENAI_API and str(backend.client.base_url).rstrip("/") == OPENAI_API
+    finally:
+        configured.close()
+        elsewhere.close()
