@@ -22,7 +22,12 @@ CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config"):
-    """The run config exactly as `python train.py <overrides>` would compose it."""
+    """The run config exactly as `python train.py <overrides>` would compose it (also from inside a
+    running Hydra app, whose global state is already initialised with the same config directory)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name=config_name, overrides=list(overrides))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name=config_name, overrides=list(overrides))
 
