@@ -94,6 +94,8 @@ def missing_values(node, prefix: str = "") -> list[str]:
 
 
 def validate_config(cfg: DictConfig) -> None:
+    from agentcredit.agent.engines import check_engine
+    from agentcredit.agent.engines.vllm_engine import VLLMSettings
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.agent.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
@@ -107,7 +109,10 @@ def validate_config(cfg: DictConfig) -> None:
         validate_credit_config(credit["name"], credit)
         _check_ignored_values(ignored)
         browser_kwargs(plain(cfg.env))
-        RolloutConfig(**plain(cfg.rollout))
+        rollout = RolloutConfig(**plain(cfg.rollout))
+        check_engine(rollout.engine)
+        if rollout.engine == "vllm":
+            VLLMSettings(**rollout.vllm)
         if "warmstart" in cfg:
             WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:
@@ -132,6 +137,9 @@ def validate_config(cfg: DictConfig) -> None:
             wandb_mode(logger.get("mode"))
         except ValueError as err:
             raise ConfigError(str(err)) from None
+    strategy = plain(cfg.trainer).get("strategy")
+    _require(plain(cfg.rollout).get("engine") != "vllm" or not (isinstance(strategy, dict) and strategy.get("name") == "fsdp"),
+             "rollout.engine=vllm does not gather FSDP-sharded weights yet; use rollout.engine=hf with trainer=fsdp")
     model_kinds = ("tiny", "smollm2_135m", "hf")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")
