@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import shutil
 import tempfile
@@ -126,6 +127,9 @@ class VLLMEngine:
             raise ImportError(f"{MISSING_VLLM} ({err})") from None
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's per-request INFO lines would flood the run log
         from vllm import LLM
+
+        # Every reload warns that the rotary tables and the tied head got no weights: both are expected here.
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
 
         self.settings = settings
         self.directory = Path(tempfile.mkdtemp(prefix="agentcredit-vllm-"))
