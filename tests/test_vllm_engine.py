@@ -210,3 +210,41 @@ def test_multiprocess_engine_reloads_from_a_file(setup):
         assert logprob_gap(policy, vllm_worker(setup, engine).rollout([QUESTION], 2)[0]) <= 1e-4
     finally:
         engine.close()
+
+
+def test_a_resumed_run_samples_with_the_restored_weights(tmp_path, signal_credit):
+    """The signal credit moves the weights every step: an engine left with the initial weights after a
+    resume would log a logprob gap and other rollouts than the uninterrupted run."""
+    from tiny_runs import SIGNAL
+
+    run = [*SIGNAL, "rollout.engine=vllm", "logger=csv", "trainer.max_steps=3", "trainer.val_check_interval=3",
+           "checkpoint.every_n_steps=2"]
+    train_tiny(tmp_path / "whole", *run)
+    train_tiny(tmp_path / "resumed", *run, f"ckpt_path={tmp_path / 'whole' / 'checkpoints' / 'step2.ckpt'}")
+    step = lambda d: next(r for r in read_metrics(d) if r["step"] == "2" and r.get("train/loss"))  # noqa: E731
+    whole, resumed = step(tmp_path / "whole"), step(tmp_path / "resumed")
+    assert float(whole["train/grad_norm"]) > 0
+    assert float(resumed["rollout/logprob_gap"]) <= 1e-4
+    for key in ("train/loss", "train/reward", "rollout/policy_tokens", "rollout/length"):
+        assert float(resumed[key]) == pytest.approx(float(whole[key]), rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_bench_rollout_with_vllm_prints_both_engines_from_one_run():
+    from test_scripts import TINY_MODEL, run_json
+
+    out = run_json("scripts/bench_rollout.py", "--engine", "vllm", "--questions", "1", "--group", "2", "--threads", "1",
+                   "--repeats", "2", "--", *TINY_MODEL)
+    assert out["engine"] == "vllm" and out["rollouts"] == 2 and out["engine_start_s"] > 0
+    assert {"tokens_per_s", "plain_generate_tokens_per_s", "ratio", "hf_tokens_per_s", "ratio_vs_hf"} <= out.keys()
+    assert abs(out["ratio_vs_hf"] - out["tokens_per_s"] / out["hf_tokens_per_s"]) < 0.01
+    assert len(out["ratios_vs_hf"]) == 2
+
+
+@pytest.mark.parametrize("trainer", ["ddp", "fsdp"])
+def test_vllm_with_several_training_processes_is_refused_before_anything_loads(trainer):
+    from agentcredit.evaluate import compose_config
+    from agentcredit.validation import ConfigError, prepare_config
+
+    with pytest.raises(ConfigError, match="rollout.engine=vllm runs with one training process"):
+        prepare_config(compose_config([f"trainer={trainer}", "rollout.engine=vllm"]))

@@ -138,8 +138,11 @@ def validate_config(cfg: DictConfig) -> None:
         except ValueError as err:
             raise ConfigError(str(err)) from None
     strategy = plain(cfg.trainer).get("strategy")
-    _require(plain(cfg.rollout).get("engine") != "vllm" or not (isinstance(strategy, dict) and strategy.get("name") == "fsdp"),
-             "rollout.engine=vllm does not gather FSDP-sharded weights yet; use rollout.engine=hf with trainer=fsdp")
+    strategy = str(strategy.get("name") if isinstance(strategy, dict) else strategy)
+    # Each rank would start its own in-process engine inside the trainer's process group; not supported yet.
+    _require(plain(cfg.rollout).get("engine") != "vllm" or not strategy.startswith(("ddp", "fsdp")),
+             f"rollout.engine=vllm runs with one training process for now (trainer.strategy={strategy}); "
+             "use rollout.engine=hf with ddp/fsdp")
     model_kinds = ("tiny", "smollm2_135m", "hf")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")
