@@ -145,6 +145,9 @@ class VLLMEngine:
         )
         if settings.kv_cache_gib is not None:
             kwargs["kv_cache_memory_bytes"] = int(float(settings.kv_cache_gib) * 2**30)
+        if settings.multiprocess:
+            # The reload sends a function to the engine process (its own child), which vLLM pickles only when allowed.
+            os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
         # vLLM's CPU worker replaces torch.set_num_threads with a no-op; in-process that would be the trainer's too.
         set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
         try:
