@@ -17,6 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 export HYDRA_FULL_ERROR=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
 COMMON=(model.warm_start=false env.retriever=bm25 logger=csv trainer.max_steps=3 trainer.val_check_interval=3
         trainer.limit_val_batches=1 trainer.enable_progress_bar=false data.prompts_per_step=2 data.n_val=2
