@@ -172,6 +172,25 @@ def test_lora_deltas_are_merged_into_the_exported_weights(setup):
     assert torch.allclose(plain(input_ids=ids).logits, want, atol=1e-5)
 
 
+def test_the_engine_samples_from_a_lora_policy_with_its_adapters_merged(setup, engine):
+    import copy
+
+    from agentcredit.models.loading import wrap_with_lora
+
+    lora = wrap_with_lora(copy.deepcopy(setup[0]), {"r": 4, "alpha": 8, "target_modules": ["q_proj", "down_proj"]})
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2, generator=torch.Generator().manual_seed(1))
+    try:
+        engine.load_weights(lora)
+        trajectories = vllm_worker(setup, engine, seed=2).rollout([QUESTION], 4)[0]
+        assert logprob_gap(lora, trajectories) <= 1e-4
+        assert logprob_gap(setup[0], trajectories) > 1e-2  # the adapters changed what the engine samples from
+    finally:
+        engine.load_weights(setup[0])
+
+
 def test_a_missing_vllm_is_one_line_naming_the_extra(monkeypatch):
     import importlib.util
 
