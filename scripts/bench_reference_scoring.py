@@ -73,12 +73,16 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16"], help="default: the model config's")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     cfg = OmegaConf.load(CONF / f"{args.model}.yaml")
     policy, tokenizer = load_policy(cfg, tokenizer_texts=synthetic_texts)
     reference = build_reference(policy, cfg)
+    reference.to(device=args.device, dtype=getattr(torch, args.dtype) if args.dtype else None)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     # The assistant header is what add_generation_prompt appends after a conversation.
     turn = [{"role": "user", "content": "q"}]
     render = lambda gen: tokenizer.apply_chat_template(turn, add_generation_prompt=gen, tokenize=False)
@@ -87,10 +91,14 @@ def main() -> None:
     items = [make_item(len(tokenizer), opener, args, seed) for seed in range(args.trajectories)]
 
     def naive() -> list[torch.Tensor]:
-        return [score_naive(reference, it.input_ids, it.boundaries, it.opener_ids, it.answer_ids) for it in items]
+        out = [score_naive(reference, it.input_ids, it.boundaries, it.opener_ids, it.answer_ids) for it in items]
+        sync()  # CUDA runs asynchronously: time the work, not its launch
+        return out
 
     def fast() -> list[torch.Tensor]:
-        return score_batch(reference, items)
+        out = score_batch(reference, items)
+        sync()
+        return out
 
     diff = max((a - b).abs().max().item() for a, b in zip(naive(), fast()))
     naive_s, fast_s = interleaved_medians([naive, fast], args.repeats)
@@ -104,6 +112,7 @@ def main() -> None:
         "tokens": int(items[0].input_ids.shape[0]),
         "trajectories": args.trajectories,
         "threads": args.threads,
+        "device": args.device,
     }))
 
 

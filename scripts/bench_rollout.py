@@ -2,6 +2,7 @@
 
     python scripts/bench_rollout.py                       # tiny testbed (base policy)
     python scripts/bench_rollout.py --model smollm2_135m --questions 2 --group 4
+    python scripts/bench_rollout.py --engine vllm         # rollout.engine=vllm, side by side with the HF engine
 
 The rollout figure counts policy-sampled tokens over the wall time of the whole multi-turn loop
 (tool calls, observation encoding and the per-turn prefill included). The plain figure runs
@@ -19,6 +20,13 @@ lean forward one forward per step serves both the decoding rows and the observat
 the rows back from their tools, `prefill_tokens` of them), tool work (`tools_s`: query
 embedding, environment steps, observation encoding) and the rest (`other_s`: sampling, stop
 checks, bookkeeping).
+
+With `--engine vllm` the rollouts sample through the colocated vLLM engine (agent/engines/) and
+every repeat also runs the HF engine on the same questions and seed: `tokens_per_s` and `ratio`
+are the vLLM engine's, `hf_tokens_per_s` the HF engine's, `ratio_vs_hf` their quotient (tokens
+per second: the two engines draw different random numbers, so they sample different trajectories),
+`engine_start_s` the engine's start (vLLM import included). The forward/tools split is then
+the HF engine's; the vLLM engine's forwards run inside vLLM.
 """
 
 import argparse
@@ -30,6 +38,7 @@ import torch
 
 from agentcredit.components import build_components
 from agentcredit.evaluate import compose_config
+from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.sampling import TurnSampler
 
@@ -69,6 +78,8 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the policy and the HF engine's sampling)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="rollout and plain runs, interleaved; figures come from the median-ratio repeat")
     parser.add_argument("overrides", nargs="*")
@@ -78,12 +89,22 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cfg = compose_config([f"model={args.model}", *args.overrides])
     components = build_components(cfg)
-    model = components.policy.eval()
+    model = components.policy.to(args.device).eval()
     questions = list(components.datamodule.split_questions("val"))[: args.questions]
     rollout_cfg = RolloutConfig(**{**vars(components.rollout_cfg), "group_size": max(args.group, 2)})
-    worker = RolloutWorker(model, components.chat, components.env_factory, components.reward_fn, rollout_cfg,
-                           torch.Generator().manual_seed(args.seed))
+    make_worker = lambda engine: RolloutWorker(  # noqa: E731
+        model, components.chat, components.env_factory, components.reward_fn, rollout_cfg,
+        torch.Generator(device=args.device).manual_seed(args.seed), engine=engine)
+    engine, engine_start_s = None, 0.0
+    if args.engine == "vllm":
+        start = time.perf_counter()
+        engine = build_engine(RolloutConfig(**{**vars(rollout_cfg), "engine": "vllm"}), model, components.tokenizer,
+                              seed=args.seed)
+        engine_start_s = time.perf_counter() - start
+    worker, hf_worker = make_worker(engine), make_worker(None)
     worker.rollout(questions[:1], group_size=2)  # warm-up: first-call allocations, retriever load
+    if engine is not None:
+        hf_worker.rollout(questions[:1], group_size=2)
 
     parts: Counter = Counter()
     time_parts(parts)
@@ -92,7 +113,7 @@ def main() -> None:
     for _ in range(args.repeats):
         # Same seed every repeat: the same trajectories, so every repeat times the same work, and
         # no repeat finds its search queries already embedded by an earlier one.
-        worker.generator = torch.Generator().manual_seed(args.seed)
+        worker.generator = torch.Generator(device=args.device).manual_seed(args.seed)
         if embedder is not None:
             embedder.clear_query_cache()
         parts.clear()
@@ -100,8 +121,18 @@ def main() -> None:
         groups = worker.rollout(questions, group_size=args.group)
         rollout_s = time.perf_counter() - start
         trajectories = [t for g in groups for t in g]
+        run = {}
+        if engine is not None:  # the HF engine on the same questions and seed, in the same repeat
+            hf_worker.generator = torch.Generator(device=args.device).manual_seed(args.seed)
+            if embedder is not None:
+                embedder.clear_query_cache()
+            parts.clear()
+            start = time.perf_counter()
+            hf_groups = hf_worker.rollout(questions, group_size=args.group)
+            run["hf_rollout_s"] = time.perf_counter() - start
+            run["hf_tokens"] = sum(t.num_policy_tokens for g in hf_groups for t in g)
         plain_s, plain_mean_s = plain_generate_seconds(model, components, trajectories, rollout_cfg, args.seed)
-        runs.append({"rollout_s": rollout_s, "plain_s": plain_s, "plain_mean_length_s": plain_mean_s, **parts})
+        runs.append({"rollout_s": rollout_s, "plain_s": plain_s, "plain_mean_length_s": plain_mean_s, **parts, **run})
 
     generated = sum(t.num_policy_tokens for t in trajectories)
     longest = max(t.num_policy_tokens for t in trajectories)
@@ -111,8 +142,17 @@ def main() -> None:
         run["ratio_mean_length"] = run["plain_mean_length_s"] * generated / (mean_tokens * len(trajectories)) / run["rollout_s"]
     # Every figure comes from one repeat, the one with the median ratio (the lower one of two middles).
     median = sorted(runs, key=lambda run: run["ratio"])[(len(runs) - 1) // 2]
+    extra = {}
+    if engine is not None:
+        hf_tokens_per_s = median["hf_tokens"] / median["hf_rollout_s"]
+        extra = {"hf_tokens_per_s": round(hf_tokens_per_s, 1),
+                 "ratio_vs_hf": round(generated / median["rollout_s"] / hf_tokens_per_s, 3),
+                 "ratios_vs_hf": [round(generated / r["rollout_s"] / (r["hf_tokens"] / r["hf_rollout_s"]), 3) for r in runs],
+                 "hf_rollout_s": round(median["hf_rollout_s"], 2), "engine_start_s": round(engine_start_s, 1)}
+        engine.close()
     print(json.dumps({
         "model": args.model,
+        "engine": args.engine,
         "rollouts": len(trajectories),
         "generated_tokens": generated,
         "tokens_per_s": round(generated / median["rollout_s"], 1),
@@ -132,7 +172,8 @@ def main() -> None:
         "forwards": median["forwards"],
         "prefill_tokens": median["prefill_tokens"],
         "tools_s": round(median["tools_s"], 3),
-        "other_s": round(median["rollout_s"] - median["forward_s"] - median["tools_s"], 3),
+        "other_s": round(median.get("hf_rollout_s", median["rollout_s"]) - median["forward_s"] - median["tools_s"], 3),
+        **extra,
     }), flush=True)
 
 
@@ -143,8 +184,9 @@ def plain_generate_seconds(model, components, trajectories, rollout_cfg, seed: i
     prompts = [t.input_ids[: t.boundaries[0]] + list(components.chat.assistant_header) for t in trajectories]
     width = max(len(p) for p in prompts)
     pad = tok.pad_token_id
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-    mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
+    device = next(model.parameters()).device
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+    mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in prompts])[:, None]).long().to(device)
 
     def seconds(new_tokens: int) -> float:
         torch.manual_seed(seed)
@@ -152,6 +194,8 @@ def plain_generate_seconds(model, components, trajectories, rollout_cfg, seed: i
         with torch.no_grad():
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                            do_sample=True, temperature=rollout_cfg.temperature, top_p=rollout_cfg.top_p, pad_token_id=pad)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         return time.perf_counter() - start
 
     # Same lengths: the batch runs until its longest row is done, and the useful tokens are each

@@ -13,6 +13,7 @@ from typing import Sequence
 import torch
 from hydra import compose, initialize_config_dir
 
+from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
 from agentcredit.testbed.answer_prior import answer_kind_match
@@ -37,13 +38,19 @@ def rollout_questions(components, questions: Sequence[Question], temperature: fl
     cfg = rollout_cfg or components.rollout_cfg
     cfg = RolloutConfig(**{**vars(cfg), "temperature": temperature})
     generator = torch.Generator().manual_seed(seed)
-    worker = RolloutWorker(components.policy, components.chat, components.env_factory, components.reward_fn, cfg, generator)
     components.policy.eval()
+    engine = build_engine(cfg, components.policy, components.tokenizer, seed=seed)  # None for rollout.engine=hf
+    worker = RolloutWorker(components.policy, components.chat, components.env_factory, components.reward_fn, cfg, generator,
+                           engine=engine)
     out: list[Trajectory] = []
-    for start in range(0, len(questions), batch_size):
-        # Group size 1: evaluation samples one answer per question.
-        groups = worker.rollout(questions[start : start + batch_size], group_size=1)
-        out.extend(g[0] for g in groups)
+    try:
+        for start in range(0, len(questions), batch_size):
+            # Group size 1: evaluation samples one answer per question.
+            groups = worker.rollout(questions[start : start + batch_size], group_size=1)
+            out.extend(g[0] for g in groups)
+    finally:
+        if engine is not None:
+            engine.close()
     return out
 
 

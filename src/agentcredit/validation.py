@@ -115,6 +115,8 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
 
 
 def validate_config(cfg: DictConfig) -> None:
+    from agentcredit.agent.engines import check_engine
+    from agentcredit.agent.engines.vllm_engine import VLLMSettings
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.testbed.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
@@ -135,7 +137,10 @@ def validate_config(cfg: DictConfig) -> None:
         validate_credit_config(credit["name"], credit)
         _check_ignored_values(ignored)
         browser_kwargs(plain(cfg.env))
-        RolloutConfig(**plain(cfg.rollout))
+        rollout = RolloutConfig(**plain(cfg.rollout))
+        check_engine(rollout.engine)
+        if rollout.engine == "vllm":
+            VLLMSettings(**rollout.vllm)
         if "warmstart" in cfg:
             WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:
@@ -160,6 +165,12 @@ def validate_config(cfg: DictConfig) -> None:
             wandb_mode(logger.get("mode"))
         except ValueError as err:
             raise ConfigError(str(err)) from None
+    strategy = plain(cfg.trainer).get("strategy")
+    strategy = str(strategy.get("name") if isinstance(strategy, dict) else strategy)
+    # Each rank would start its own in-process engine inside the trainer's process group; not supported yet.
+    _require(plain(cfg.rollout).get("engine") != "vllm" or not strategy.startswith(("ddp", "fsdp")),
+             f"rollout.engine=vllm runs with one training process for now (trainer.strategy={strategy}); "
+             "use rollout.engine=hf with ddp/fsdp")
     model_kinds = ("tiny", "smollm2_135m", "hf")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")

@@ -14,7 +14,7 @@ machines the same way the paper's context limit does on large ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
@@ -38,6 +38,8 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     lean_forward: bool = True  # sample through agent/lean_forward.py where the architecture allows
+    engine: str = "hf"  # hf: the policy samples its own turns (agent/sampling.py) | vllm: a colocated vLLM engine
+    vllm: dict = field(default_factory=dict)  # agent/engines/vllm_engine.py VLLMSettings
 
     def __post_init__(self):
         for name in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens"):
@@ -52,6 +54,8 @@ class RolloutConfig:
             raise ValueError(f"rollout.lean_forward must be true or false, got {self.lean_forward!r}")
         if float(self.temperature) < 0:
             raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
+        if self.engine not in ("hf", "vllm"):
+            raise ValueError(f"rollout.engine must be hf or vllm, got {self.engine!r}")
 
 
 RewardFn = Callable[[str | None, Question], tuple[float, str | None, bool]]
@@ -92,8 +96,10 @@ class RolloutWorker:
         reward_fn: RewardFn,
         cfg: RolloutConfig,
         generator: torch.Generator | None = None,
+        engine=None,
     ):
         self.model = model
+        self.engine = engine  # None: the model samples its own turns; else a colocated engine (agent/engines/)
         self.chat = chat
         self.env_factory = env_factory
         self.reward_fn = reward_fn
@@ -196,8 +202,7 @@ class RolloutWorker:
     # ------------------------------------------------------------------ the loop
     def _run(self, live: list[_Live]) -> list[_Live]:
         finished: list[_Live] = []
-        sampler = TurnSampler(self.model, temperature=self.cfg.temperature, top_p=self.cfg.top_p, pad_id=self.pad_id,
-                              stop=self.stop, generator=self.generator, use_lean_forward=self.cfg.lean_forward)
+        sampler = self._sampler()
         for item in live:
             max_new = self._open_turn(item)
             if max_new:
@@ -220,6 +225,18 @@ class RolloutWorker:
                 sampler.release(item)
                 finished.append(item)
         return finished
+
+    def _sampler(self):
+        """Only sampling differs between engines; everything on the environment side is shared."""
+        if self.engine is None:
+            return TurnSampler(self.model, temperature=self.cfg.temperature, top_p=self.cfg.top_p, pad_id=self.pad_id,
+                               stop=self.stop, generator=self.generator, use_lean_forward=self.cfg.lean_forward)
+        # One seed per batch from the worker's generator (itself a function of run seed, step and rank).
+        seed = 0
+        if self.generator is not None:
+            seed = int(torch.randint(0, 2**62, (1,), generator=self.generator, device=self.generator.device))
+        return self.engine.turn_sampler(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                                        stop_strings=STOP_STRINGS, eos_ids=self.chat.eos_ids, seed=seed)
 
     def _read(self, tokens: list[int]) -> tuple[str, ParsedTurn]:
         """A sampled turn's text and what it asks for; decoded and parsed once per turn."""

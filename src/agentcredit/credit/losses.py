@@ -73,6 +73,16 @@ def tis_weights(old_logprobs: Tensor, behaviour_logprobs: Tensor, cap: float) ->
     return torch.exp(log_ratio).clamp(max=cap)
 
 
+def sampler_gap(logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor, band: float = 0.1) -> tuple[Tensor, Tensor]:
+    """How far the sampler's log-probabilities are from the trainer's on the same tokens and weights:
+    (mean |log π_trainer − log π_sampler|, share of tokens whose ratio π_trainer/π_sampler lies
+    outside [1 − band, 1 + band]) over the masked tokens. (B, L) → two scalars, detached."""
+    delta = (logprobs - behaviour_logprobs).detach()
+    ratio = torch.exp(delta.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    outside = ((ratio < 1 - band) | (ratio > 1 + band)).to(delta.dtype)
+    return masked_mean(delta.abs(), mask), masked_mean(outside, mask)
+
+
 def sequence_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
     """GSPO's length-normalised sequence log-ratio (1/|y_i|) Σ_t (log π_θ − log π_old). (B, L) → (B,)."""
     return masked_mean(logprobs - old_logprobs, mask, dim=-1)

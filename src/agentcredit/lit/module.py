@@ -18,11 +18,12 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, pad_batch
 from agentcredit.credit.config import loss_settings, split_credit_config
 from agentcredit.credit.grpo import group_signal_shares
-from agentcredit.credit.losses import policy_loss
+from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.logprobs import token_logprobs
@@ -68,6 +69,8 @@ class AgentRLModule(L.LightningModule):
         self.automatic_optimization = False  # one update per rollout batch, gradients accumulated over micro-batches
         self._last_samples: list[dict] = []
         self._val_outcomes: list[dict] = []
+        self._engine = None  # rollout.engine=vllm: built at the first rollout, from the weights of that moment
+        self._engine_step: int | None = None  # global_step whose weights the engine holds
 
     # ------------------------------------------------------------------ rollouts
     def _worker(self, temperature: float, stream: int) -> RolloutWorker:
@@ -75,7 +78,34 @@ class AgentRLModule(L.LightningModule):
         # Sampling randomness is a function of (seed, step, rank): resumed runs sample what uninterrupted ones do.
         seed = hash((self.settings.seed, stream, self.global_step, self.global_rank)) % (2**63)
         generator = torch.Generator(device=self.device).manual_seed(seed)
-        return RolloutWorker(self.policy, self.chat, self.env_factory, self.reward_fn, cfg, generator)
+        return RolloutWorker(self.policy, self.chat, self.env_factory, self.reward_fn, cfg, generator,
+                             engine=self._rollout_engine())
+
+    def _rollout_engine(self):
+        """The colocated engine holding the current weights (None for rollout.engine=hf). Built lazily,
+        so a resumed run's engine starts from the restored weights; synced whenever the step moved on."""
+        if self.rollout_cfg.engine == "hf":
+            return None
+        if self._engine is None:
+            self._engine = build_engine(self.rollout_cfg, self.policy, self.chat.tokenizer, seed=self.settings.seed)
+            self._engine_step = self.global_step
+        elif self._engine_step != self.global_step:
+            self._sync_engine()
+        return self._engine
+
+    def _sync_engine(self) -> float:
+        """Weights from the trainer to the engine; returns the seconds it took (0 without an engine)."""
+        if self._engine is None:
+            return 0.0
+        t0 = time.perf_counter()
+        self._engine.load_weights(self.policy)
+        self._engine_step = self.global_step
+        return time.perf_counter() - t0
+
+    def teardown(self, stage: str) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine, self._engine_step = None, None
 
     # ------------------------------------------------------------------ training
     def training_step(self, questions, batch_idx):
@@ -102,9 +132,13 @@ class AgentRLModule(L.LightningModule):
         t_credit = time.perf_counter() - t1
 
         t2 = time.perf_counter()
+        if self._engine is not None:
+            self._engine.sleep()  # GPU with rollout.vllm.sleep_level > 0: the update gets the engine's memory
         self.policy.train()
         stats = self._optimise(trajectories, advantages)
         t_update = time.perf_counter() - t2
+        if self._engine is not None:
+            stats["time/weight_sync_s"] = self._sync_engine()
 
         self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update)
         self._remember_samples(samples)
@@ -136,6 +170,11 @@ class AgentRLModule(L.LightningModule):
                 with torch.no_grad():
                     old = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature, positions)
             logprobs = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature, positions)
+            # Before the update the trainer holds the sampler's weights: any gap is sampler/trainer mismatch.
+            gap, outside = sampler_gap(logprobs, behaviour, batch["loss_mask"])
+            token_share = float(batch["loss_mask"].sum()) / max(total_tokens, 1)
+            sums["rollout/logprob_gap"] = sums.get("rollout/logprob_gap", 0.0) + float(gap) * token_share
+            sums["rollout/logprob_ratio_outside"] = sums.get("rollout/logprob_ratio_outside", 0.0) + float(outside) * token_share
             ref_logprobs = None
             if self.credit.loss.get("kl_coef", 0.0) > 0:
                 ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"], temperature)
@@ -181,7 +220,7 @@ class AgentRLModule(L.LightningModule):
             "time/step_s": t_rollout + t_credit + t_update,
             "rollout/group_size": float(self.group_size),
         }
-        metrics.update({f"train/{k}": v for k, v in stats.items()})
+        metrics.update({k if "/" in k else f"train/{k}": v for k, v in stats.items()})
         groups = torch.tensor([t.group for t in trajectories])
         metrics["train/groups_with_signal"], metrics["train/groups_mixed"] = group_signal_shares(rewards, groups)
         scalar_logs: dict[str, list[float]] = {}
