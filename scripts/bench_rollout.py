@@ -109,28 +109,27 @@ def main() -> None:
     parts: Counter = Counter()
     time_parts(parts)
     embedder = getattr(getattr(components.env_factory(), "retriever", None), "embedder", None)
-    runs = []
-    for _ in range(args.repeats):
+    def timed_rollout(w):
         # Same seed every repeat: the same trajectories, so every repeat times the same work, and
         # no repeat finds its search queries already embedded by an earlier one.
-        worker.generator = torch.Generator(device=args.device).manual_seed(args.seed)
+        w.generator = torch.Generator(device=args.device).manual_seed(args.seed)
         if embedder is not None:
             embedder.clear_query_cache()
         parts.clear()
         start = time.perf_counter()
-        groups = worker.rollout(questions, group_size=args.group)
-        rollout_s = time.perf_counter() - start
-        trajectories = [t for g in groups for t in g]
+        groups = w.rollout(questions, group_size=args.group)
+        return [t for g in groups for t in g], time.perf_counter() - start
+
+    runs = []
+    for _ in range(args.repeats):
+        trajectories, rollout_s = timed_rollout(worker)
         run = {}
         if engine is not None:  # the HF engine on the same questions and seed, in the same repeat
-            hf_worker.generator = torch.Generator(device=args.device).manual_seed(args.seed)
-            if embedder is not None:
-                embedder.clear_query_cache()
+            engine_parts = dict(parts)
+            hf_trajectories, run["hf_rollout_s"] = timed_rollout(hf_worker)
+            run["hf_tokens"] = sum(t.num_policy_tokens for t in hf_trajectories)
             parts.clear()
-            start = time.perf_counter()
-            hf_groups = hf_worker.rollout(questions, group_size=args.group)
-            run["hf_rollout_s"] = time.perf_counter() - start
-            run["hf_tokens"] = sum(t.num_policy_tokens for g in hf_groups for t in g)
+            parts.update(engine_parts)
         plain_s, plain_mean_s = plain_generate_seconds(model, components, trajectories, rollout_cfg, args.seed)
         runs.append({"rollout_s": rollout_s, "plain_s": plain_s, "plain_mean_length_s": plain_mean_s, **parts, **run})
 

@@ -12,25 +12,12 @@ from agentcredit.agent.verification import make_segment_verifier
 from agentcredit.evaluate import CONF_DIR
 from agentcredit.judge import build_judge
 from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj
-from test_openai_judge import ScriptedServer, answer
+from test_openai_judge import ScriptedServer, answer, serve  # noqa: F401  (serve: the scripted-server fixture)
 from tiny_runs import read_metrics, train_tiny
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 KNOBS = {"num_continuations": 2}
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(*replies):
-        servers.append(ScriptedServer(replies))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def openai_judge(server, **options):
