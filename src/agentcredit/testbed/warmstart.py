@@ -48,10 +48,10 @@ class WarmStartConfig:
     p_vague_query: float = 0.15  # per search: insert a vague query first
     p_wrong_open: float = 0.0  # per open: open a wrong result first
     p_premature_answer: float = 0.15  # per episode: stop early and guess (0.35 taught mostly wrong answers)
-    p_use_find: float = 0.0  # per episode: the oracle locates facts with find (else reads the opened page)
+    p_use_find: float = 1.0  # per episode: the oracle locates facts with find (else reads the opened page); 1.0 made hops learnable
     search_topn: int = 3  # the oracle's topn: fewer results keep training sequences short
     aux_worlds: int = 4  # extra synthetic worlds (same knobs, seeds world.seed+1..) whose questions the episodes also draw on
-    window_steps: int = 1500  # first phase: steps on turn windows alone; 0 skips it
+    window_steps: int = 1200  # first phase: steps on turn windows alone; 0 skips it
     window_batch_size: int = 32
     window_mix: int = 16  # windows added to every episode step, so the episodes do not erase what they taught
     guess_by_kind: bool = True  # premature answers guess a training answer of the question's kind, not any page title
