@@ -64,13 +64,7 @@ class CreditGroup:
             raise ValueError(f"num_turns must be (G,) = ({group_size},), got {tuple(self.num_turns.shape)}")
         if self.turn_ids.numel() and (self.turn_ids.max(dim=1).values >= self.num_turns).any():
             raise ValueError("a rollout has a token with tool turn id >= its num_turns")
-        if self.mean_logprobs is not None:
-            if len(self.mean_logprobs) != group_size:
-                raise ValueError(f"mean_logprobs must hold G = {group_size} tensors, got {len(self.mean_logprobs)}")
-            for g, scores in enumerate(self.mean_logprobs):
-                if tuple(scores.shape) != (int(self.num_turns[g]) + 1,):
-                    raise ValueError(f"mean_logprobs[{g}] must be (T_g+1,) = ({int(self.num_turns[g]) + 1},), "
-                                     f"got {tuple(scores.shape)}")
+        self._check_per_state("mean_logprobs", self.mean_logprobs)
         if self.segment is not None:
             seg = self.segment
             if not 0 <= seg.rollout < group_size:
@@ -86,13 +80,19 @@ class CreditGroup:
             if len(chain.values) != len(chain.boundaries) or not all(1 <= b <= turns for b in chain.boundaries):
                 raise ValueError(f"chain of rollout {chain.rollout}: boundaries {chain.boundaries} must lie in "
                                  f"1..{turns}, one value each, got values {chain.values}")
-        if self.state_keys is not None:
-            if len(self.state_keys) != group_size:
-                raise ValueError(f"state_keys must hold G = {group_size} tensors, got {len(self.state_keys)}")
-            for g, keys in enumerate(self.state_keys):
-                if tuple(keys.shape) != (int(self.num_turns[g]) + 1,):
-                    raise ValueError(f"state_keys[{g}] must be (T_g+1,) = ({int(self.num_turns[g]) + 1},), "
-                                     f"got {tuple(keys.shape)}")
+        self._check_per_state("state_keys", self.state_keys)
+
+    def _check_per_state(self, name: str, tensors) -> None:
+        """`tensors`, when given, hold one (T_g+1,) tensor per rollout: a value for each state S_0..S_T."""
+        if tensors is None:
+            return
+        group_size = self.size
+        if len(tensors) != group_size:
+            raise ValueError(f"{name} must hold G = {group_size} tensors, got {len(tensors)}")
+        for g, values in enumerate(tensors):
+            if tuple(values.shape) != (int(self.num_turns[g]) + 1,):
+                raise ValueError(f"{name}[{g}] must be (T_g+1,) = ({int(self.num_turns[g]) + 1},), "
+                                 f"got {tuple(values.shape)}")
 
     @property
     def size(self) -> int:

@@ -290,33 +290,31 @@ class AgentRLModule(L.LightningModule):
                 "invalid_tool_calls": float(t.diagnostics.get("invalid_tool_calls", 0)),
             })
 
-    def on_validation_epoch_end(self):
+    def _log_outcomes(self, prefix: str, **extra: float) -> bool:
+        """Means of the collected one-rollout outcomes as `<prefix>/accuracy`, `format_valid`, `tool_calls`,
+        `invalid_tool_calls` (plus `extra`); False when nothing was collected."""
         if not self._val_outcomes:
-            return
+            return False
         n = len(self._val_outcomes)
         avg = lambda key: sum(o[key] for o in self._val_outcomes) / n  # noqa: E731
         self.log_dict({
-            "val/accuracy": avg("correct"), "val/format_valid": avg("format_valid"),
-            "val/tool_calls": avg("tool_calls"), "val/invalid_tool_calls": avg("invalid_tool_calls"),
+            f"{prefix}/accuracy": avg("correct"), f"{prefix}/format_valid": avg("format_valid"),
+            f"{prefix}/tool_calls": avg("tool_calls"), f"{prefix}/invalid_tool_calls": avg("invalid_tool_calls"),
+            **{f"{prefix}/{k}": v for k, v in extra.items()},
         }, sync_dist=True, batch_size=n)
         self._val_outcomes = []
-        self._write_samples()
+        return True
+
+    def on_validation_epoch_end(self):
+        if self._log_outcomes("val"):
+            self._write_samples()
 
     def test_step(self, questions, batch_idx):
         """Held-out evaluation after training (``final_test``): one rollout per test question."""
         self._evaluate(questions, stream=TEST_STREAM + batch_idx)
 
     def on_test_epoch_end(self):
-        if not self._val_outcomes:
-            return
-        n = len(self._val_outcomes)
-        avg = lambda key: sum(o[key] for o in self._val_outcomes) / n  # noqa: E731
-        self.log_dict({
-            "test/accuracy": avg("correct"), "test/format_valid": avg("format_valid"),
-            "test/tool_calls": avg("tool_calls"), "test/invalid_tool_calls": avg("invalid_tool_calls"),
-            "test/n": float(n),
-        }, sync_dist=True, batch_size=n)
-        self._val_outcomes = []
+        self._log_outcomes("test", n=float(len(self._val_outcomes)))
 
     def _write_samples(self):
         if not self._last_samples or self.settings.samples_dir is None or self.global_rank != 0:
