@@ -1,4 +1,4 @@
-"""Hydra entry point. python train.py credit=trace credit.K=3  (see conf/config.yaml and README.md)."""
+"""Hydra entry point. python train.py credit=trace credit.K=3  (config groups: conf/, a link to src/agentcredit/conf; see README.md)."""
 
 import hydra
 from omegaconf import DictConfig
@@ -7,7 +7,7 @@ import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep
 from agentcredit.secret_keys import refuse_secret_overrides
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="src/agentcredit/conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     from agentcredit.train import run_job
 

@@ -12,9 +12,11 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from agentcredit.components import build_components
-from agentcredit.evaluate import CONF_DIR
+from agentcredit.paths import config_dir
 from agentcredit.validation import ConfigError, knob_owners, prepare_config
 from tiny_runs import cli, tiny_config
+
+CONF_DIR = config_dir()
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -9,11 +9,13 @@ import pytest
 import yaml
 
 from agentcredit.agent.verification import make_segment_verifier
-from agentcredit.evaluate import CONF_DIR
+from agentcredit.paths import config_dir
 from agentcredit.judge import build_judge
 from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj
 from test_openai_judge import ScriptedServer, answer, serve  # noqa: F401  (serve: the scripted-server fixture)
 from tiny_runs import read_metrics, train_tiny
+
+CONF_DIR = config_dir()
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

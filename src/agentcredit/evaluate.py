@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -16,10 +15,10 @@ from hydra import compose, initialize_config_dir
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
+from agentcredit.paths import config_dir
 from agentcredit.testbed.answer_prior import answer_kind_match
 from agentcredit.world.types import Question
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config"):
@@ -29,7 +28,7 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "config"):
 
     if GlobalHydra.instance().is_initialized():
         return compose(config_name=config_name, overrides=list(overrides))
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return compose(config_name=config_name, overrides=list(overrides))
 
 

@@ -1,6 +1,5 @@
-"""Where agentcredit keeps derived artefacts (indexes, tokenizers, warm-start policies).
-
-Everything here is rebuilt on demand, so the cache can be deleted at any time.
+"""Where agentcredit finds its config groups and keeps derived artefacts (indexes, tokenizers,
+warm-start policies). Everything in the cache is rebuilt on demand, so it can be deleted at any time.
 """
 
 from __future__ import annotations
@@ -10,6 +9,12 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+
+def config_dir() -> Path:
+    """The Hydra config groups, shipped inside the package (the checkout's `conf/` links here), so that
+    scripts and an installed package compose the same config as `python train.py`."""
+    return Path(__file__).resolve().parent / "conf"
 
 
 def cache_dir() -> Path:
