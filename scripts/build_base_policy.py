@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    from agentcredit.components import build_components
-    from agentcredit.evaluate import compose_config
+    from agentcredit.compose import build_components
+    from agentcredit.configs import compose_config
     from agentcredit.paths import cache_dir
     from agentcredit.testbed.base_policy import SHIPPED, base_policy_key, build_base_policy, save_base_policy
     from agentcredit.testbed.report import evaluate_base_policy

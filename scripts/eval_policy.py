@@ -12,8 +12,9 @@ import json
 import sys
 import time
 
-from agentcredit.components import build_components
-from agentcredit.evaluate import compose_config, oracle_query_agreement, rollout_questions, summarise
+from agentcredit.compose import build_components
+from agentcredit.configs import compose_config
+from agentcredit.evaluate import oracle_query_agreement, rollout_questions, summarise
 from agentcredit.testbed.answer_prior import answer_prior
 
 

@@ -41,7 +41,7 @@ def merge_overrides(first: list[str], then: list[str]) -> list[str]:
 
 def load_policy_weights(policy, ckpt_path: str) -> None:
     """The policy's weights from a Lightning checkpoint of this project (its `policy.` state_dict entries)."""
-    from agentcredit.lit.checkpoint_io import CheckpointError, read_checkpoint
+    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
 
     prefix = "policy."
     try:
@@ -60,7 +60,7 @@ def load_policy_weights(policy, ckpt_path: str) -> None:
 
 
 def evaluate(cfg: DictConfig, out: Path) -> dict:
-    from agentcredit.components import build_components
+    from agentcredit.compose import build_components
     from agentcredit.evaluate import rollout_questions, summarise
     from agentcredit.validation import prepare_config
 
@@ -89,7 +89,7 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from agentcredit.train import load_env_file
-    from agentcredit.validation import ConfigError
+    from agentcredit.configs import ConfigError
 
     load_env_file()
     hydra_cfg = HydraConfig.get()

@@ -4,7 +4,7 @@ import pytest
 
 from agentcredit.agent.chain_values import measure_chains
 from agentcredit.agent.protocol import render_answer
-from agentcredit.agent.verification import generated_tokens
+from agentcredit.agent.trajectory import generated_tokens
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group
 from judge_fixtures import QUESTION, FakeWorker, expert_traj, failed_traj

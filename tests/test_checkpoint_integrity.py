@@ -10,7 +10,8 @@ import logging
 import pytest
 import torch
 
-from agentcredit.lit.checkpoint_io import INTEGRITY_KEY, CheckpointError, VerifiedCheckpointIO, checkpoint_digest, read_checkpoint
+from agentcredit.checkpoint_file import INTEGRITY_KEY, CheckpointError, checkpoint_digest, read_checkpoint
+from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
 from tiny_runs import SIGNAL, hydra_cli, train_tiny
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from agentcredit.validation import ConfigError
+from agentcredit.configs import ConfigError
 from tiny_runs import hydra_cli, tiny_config
 
 # override(s) -> the start of the one-line message (a regex). The first nine are the issue's; the
@@ -85,8 +85,7 @@ def no_judge_env(monkeypatch):
 def test_bad_value_is_one_line_naming_the_key_before_anything_loads(tmp_path, monkeypatch, no_judge_env, overrides):
     from agentcredit.train import run
 
-    monkeypatch.setattr("agentcredit.train.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
-    monkeypatch.setattr("agentcredit.components.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError) as err:
         run(tiny_config(tmp_path, *overrides.split()))
     message = str(err.value)
@@ -97,7 +96,7 @@ def test_bad_value_is_one_line_naming_the_key_before_anything_loads(tmp_path, mo
 @pytest.mark.parametrize("overrides", list(BAD)[:9])
 def test_the_issues_bad_values_exit_2_with_one_line_on_the_command_line(tmp_path, monkeypatch, capsys, no_judge_env,
                                                                           overrides):
-    monkeypatch.setattr("agentcredit.train.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
         hydra_cli(*overrides.split(), "trainer.max_steps=2" if "max_steps" not in overrides else "seed=0",
                   f"hydra.run.dir={tmp_path}/run")

@@ -11,7 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from agentcredit.components import build_components
+from agentcredit.compose import build_components
 from agentcredit.paths import config_dir
 from agentcredit.validation import ConfigError, knob_owners, prepare_config
 from tiny_runs import cli, tiny_config
@@ -27,7 +27,7 @@ def options(group: str) -> list[str]:
 
 def instantiate(cfg):
     """Everything `train.run` builds before `fit`."""
-    from agentcredit.train import build_module, build_trainer
+    from agentcredit.compose import build_module, build_trainer
 
     cfg = prepare_config(cfg)
     components = build_components(cfg)
@@ -84,7 +84,7 @@ def test_every_file_starts_with_a_comment():
 
 
 def test_model_configs_other_than_tiny_validate_without_loading(tmp_path, monkeypatch):
-    monkeypatch.setattr("agentcredit.train.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     for overrides in (["model=smollm2_135m"], ["model=hf", "model.name_or_path=Qwen/Qwen3-0.6B"]):
         assert prepare_config(tiny_config(tmp_path, *overrides)).model.kind == overrides[0].split("=")[1]
 
@@ -102,7 +102,7 @@ def test_fsdp_strategy_wraps_and_checkpoints_the_decoder_layers(tmp_path):
     from torch.distributed.fsdp import ShardingStrategy
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    from agentcredit.train import build_strategy
+    from agentcredit.compose import build_strategy
 
     cfg = prepare_config(tiny_config(tmp_path, "trainer=fsdp", "trainer.strategy.sharding_strategy=HYBRID_SHARD"))
     assert cfg.trainer.precision == "bf16-mixed"
@@ -202,7 +202,7 @@ BAD_VALUES = {
 def test_bad_value_fails_in_run_before_any_model_loads(tmp_path, monkeypatch, override):
     from agentcredit.train import run
 
-    monkeypatch.setattr("agentcredit.train.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError, match=BAD_VALUES[override]):
         run(tiny_config(tmp_path, "credit=trace", override))
 

@@ -61,7 +61,7 @@ def test_evaluates_the_base_policy_without_a_checkpoint(tmp_path, capsys):
 
 
 def test_checkpoint_weights_are_loaded_into_the_policy(tiny_sweep, evaluate_module):
-    from agentcredit.components import build_components
+    from agentcredit.compose import build_components
     from tiny_runs import tiny_config
 
     job = sorted(p for p in tiny_sweep[0].iterdir() if p.is_dir())[0]

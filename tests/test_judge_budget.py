@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from agentcredit.agent.verification import make_segment_verifier
+from agentcredit.judge.verification import make_segment_verifier
 from agentcredit.paths import config_dir
 from agentcredit.judge import build_judge
 from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj

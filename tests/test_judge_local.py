@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from agentcredit.agent.verification import make_segment_verifier
+from agentcredit.judge.verification import make_segment_verifier
 from agentcredit.judge import AgenticJudge, JudgeError, Proposal, build_judge, build_judge_context
 from agentcredit.judge.local import LocalChatBackend, hf_generator, parse_reply, render_messages
 from agentcredit.judge.tools import TOOL_SPECS

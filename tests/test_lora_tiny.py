@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.components import build_components
-from agentcredit.train import build_module
+from agentcredit.compose import build_components
+from agentcredit.compose import build_module
 from agentcredit.validation import prepare_config
 from tiny_runs import SIGNAL, SMALL_WARM_START, tiny_config, train_tiny
 

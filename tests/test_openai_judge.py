@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agentcredit.agent.verification import make_segment_verifier
+from agentcredit.judge.verification import make_segment_verifier
 from agentcredit.judge import AgenticJudge, JudgeError, build_judge, build_judge_context
 from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj
 

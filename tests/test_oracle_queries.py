@@ -5,9 +5,10 @@ from tiny_runs import TINY
 
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutWorker
-from agentcredit.components import build_components
+from agentcredit.compose import build_components
 from agentcredit.env.types import ToolCall
-from agentcredit.evaluate import compose_config, oracle_query_agreement, searched_queries
+from agentcredit.configs import compose_config
+from agentcredit.evaluate import oracle_query_agreement, searched_queries
 from agentcredit.world.oracle import solve
 
 SMALL_WORLD = ["data.world.num_documents=80", "data.world.num_questions=60",

@@ -8,7 +8,7 @@ from agentcredit.agent.chat import ChatFormat
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY
-from agentcredit.components import make_reward_fn
+from agentcredit.env.reward import make_reward_fn
 from agentcredit.env.browser import BrowserEnv
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.retrieval import build_retriever

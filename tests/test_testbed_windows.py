@@ -210,7 +210,7 @@ def test_window_settings_without_windows_or_with_bad_values_are_clear_errors():
 
 
 def test_bad_warmstart_value_is_a_one_line_config_error():
-    from agentcredit.evaluate import compose_config
+    from agentcredit.configs import compose_config
     from agentcredit.validation import ConfigError, validate_config
 
     with pytest.raises(ConfigError, match=r"^warmstart.window_steps must be an integer >= 0, got -3$"):

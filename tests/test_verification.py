@@ -7,8 +7,9 @@ import torch
 from agentcredit.agent.chat import ChatFormat
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
-from agentcredit.agent.verification import choose_expert, generated_tokens, make_segment_verifier, proposal_problem
-from agentcredit.components import make_reward_fn
+from agentcredit.judge.verification import choose_expert, make_segment_verifier, proposal_problem
+from agentcredit.agent.trajectory import generated_tokens
+from agentcredit.env.reward import make_reward_fn
 from agentcredit.credit.registry import get_credit
 from agentcredit.env.browser import BrowserEnv
 from agentcredit.env.corpus import Corpus

@@ -19,7 +19,7 @@ from agentcredit.agent.engines import MISSING_VLLM, build_engine, check_engine  
 from agentcredit.agent.protocol import render_answer, render_tool_call  # noqa: E402
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker  # noqa: E402
 from agentcredit.agent.trajectory import NON_POLICY, pad_batch  # noqa: E402
-from agentcredit.components import make_reward_fn  # noqa: E402
+from agentcredit.compose import make_reward_fn  # noqa: E402
 from agentcredit.env.types import ToolCall  # noqa: E402
 from agentcredit.lit.logprobs import token_logprobs  # noqa: E402
 from agentcredit.agent.chat import ChatFormat  # noqa: E402
@@ -262,7 +262,7 @@ def test_bench_rollout_with_vllm_prints_both_engines_from_one_run():
 
 @pytest.mark.parametrize("trainer", ["ddp", "fsdp"])
 def test_vllm_with_several_training_processes_is_refused_before_anything_loads(trainer):
-    from agentcredit.evaluate import compose_config
+    from agentcredit.configs import compose_config
     from agentcredit.validation import ConfigError, prepare_config
 
     with pytest.raises(ConfigError, match="rollout.engine=vllm runs with one training process"):

@@ -10,8 +10,8 @@ from tiny_runs import TINY
 
 from agentcredit.testbed.base_policy import base_policy_key, training_sources
 from agentcredit.agent.protocol import render_answer, render_tool_call
-from agentcredit.components import build_components
-from agentcredit.evaluate import compose_config
+from agentcredit.compose import build_components
+from agentcredit.configs import compose_config
 from agentcredit.world.cache import load_or_generate_world
 from agentcredit.world.oracle import solve
 
@@ -108,7 +108,7 @@ def test_runs_load_the_shipped_policy_by_key_and_otherwise_say_how_to_rebuild(se
     import torch
 
     import agentcredit.testbed.base_policy as bp
-    from agentcredit.validation import ConfigError
+    from agentcredit.configs import ConfigError
 
     cfg, components = setup
     cfg = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD])

@@ -6,7 +6,7 @@ import re
 
 from test_scripts import run_json
 
-from agentcredit.evaluate import compose_config
+from agentcredit.configs import compose_config
 from agentcredit.world.config import WorldConfig
 from agentcredit.world.generator import generate_world
 from agentcredit.world.sentences import CUES, parse_fact

@@ -18,7 +18,7 @@ import torch
 
 from agentcredit.credit.group import CreditGroup
 from agentcredit.credit.registry import available_credits, register_credit
-from agentcredit.evaluate import compose_config
+from agentcredit.configs import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

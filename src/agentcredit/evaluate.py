@@ -10,26 +10,12 @@ from collections import Counter
 from typing import Sequence
 
 import torch
-from hydra import compose, initialize_config_dir
 
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.paths import config_dir
 from agentcredit.testbed.answer_prior import answer_kind_match
 from agentcredit.world.types import Question
-
-
-
-def compose_config(overrides: Sequence[str] = (), config_name: str = "config"):
-    """The run config exactly as `python train.py <overrides>` would compose it (also from inside a
-    running Hydra app, whose global state is already initialised with the same config directory)."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        return compose(config_name=config_name, overrides=list(overrides))
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides))
 
 
 def rollout_questions(components, questions: Sequence[Question], temperature: float, batch_size: int = 32,

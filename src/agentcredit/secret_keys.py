@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 _SECRET_PART = re.compile(r"(^|_)(api_?key|apikey|token|secret|password|passwd)(_|$)", re.IGNORECASE)
 
@@ -30,6 +31,16 @@ ENV_VARS = {"judge.api_key": "AGENTCREDIT_JUDGE_API_KEY"}
 
 def is_secret_key(key: str) -> bool:
     return any(_SECRET_PART.search(part) for part in str(key).split("."))
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of a plain config tree with the values of secret-looking keys (judge.api_key, ...) replaced."""
+    if isinstance(value, dict):
+        return {k: ("<redacted>" if is_secret_key(str(k)) and v is not None else redact_secrets(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_secrets(v) for v in value]
+    return value
 
 
 def override_key(override: str) -> str | None:

@@ -25,84 +25,11 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from agentcredit.components import build_components, plain, run_dir_path
-from agentcredit.validation import ConfigError, prepare_config
+from agentcredit.configs import ConfigError, plain, run_dir_path
+from agentcredit.validation import prepare_config
 from agentcredit.world.user import UserDataError
 
 log = logging.getLogger(__name__)
-
-
-def build_module(cfg: DictConfig, components):
-    from agentcredit.credit.config import split_credit_config
-    from agentcredit.credit.registry import get_credit
-    from agentcredit.lit.credit_inputs import CreditInputs
-    from agentcredit.lit.module import AgentRLModule, TrainSettings
-    from agentcredit.models.reference import build_reference
-    from agentcredit.models.reference_scorer import ScoringItem, score_batch
-
-    credit = split_credit_config(plain(cfg.credit))
-    method = get_credit(credit.name)
-    model_cfg = plain(cfg.model)
-    needs_reference = method.needs_reference_scores or credit.loss.get("kl_coef", 0) > 0
-    reference = None
-    if needs_reference:
-        reference = build_reference(components.policy, model_cfg, path=credit.run.get("reference_path"))
-
-    def score_fn(ref, items):
-        return score_batch(ref, [ScoringItem(torch.tensor(i), b, o, a) for i, b, o, a in items])
-
-    segment_verifier = None
-    if method.needs_segment_verification:
-        from agentcredit.agent.verification import make_segment_verifier
-        from agentcredit.judge import build_judge
-
-        judge_cfg = plain(cfg.judge)
-        step_budget_s = judge_cfg.pop("step_budget_s", None)  # the verifier's limit, not the judge's own knob
-        segment_verifier = make_segment_verifier(build_judge(judge_cfg), step_budget_s=step_budget_s)
-    answer_reasoning = None
-    if model_cfg.get("answer_note") == "plan":
-        from agentcredit.testbed.notes import answer_note
-
-        answer_reasoning = answer_note  # the testbed's reference writes its plan note before every answer
-    inputs = CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
-                          answer_reasoning=answer_reasoning)
-
-    train = plain(cfg.train)
-    lr = train.pop("lr", None) or model_cfg.get("rl_lr", 1e-6)
-    settings = TrainSettings(**train, lr=float(lr), seed=int(cfg.seed), samples_dir=str(run_dir_path(cfg)))
-    return AgentRLModule(components.policy, reference, components.chat, components.env_factory, components.reward_fn,
-                         components.rollout_cfg, plain(cfg.credit), settings, inputs)
-
-
-def decoder_layer_classes(policy: torch.nn.Module) -> set[type]:
-    """The transformer block classes of a policy (LlamaDecoderLayer, Qwen3DecoderLayer, ...): FSDP's wrap unit."""
-    return {type(m) for m in policy.modules() if type(m).__name__.endswith("DecoderLayer")}
-
-
-def build_strategy(strategy, policy: torch.nn.Module | None = None):
-    """`trainer.strategy` as Lightning takes it: a name passes through; a mapping with `name: fsdp`
-    (conf/trainer/fsdp.yaml) becomes an FSDPStrategy whose wrap and activation-checkpointing units
-    are the policy's decoder layers."""
-    if not isinstance(strategy, dict):
-        return strategy
-    settings = dict(strategy)
-    name = settings.pop("name", None)
-    if name != "fsdp":
-        raise ConfigError(f"trainer.strategy as a mapping needs name: fsdp, got name: {name!r}; "
-                          "or give a plain strategy name such as ddp")
-    from lightning.pytorch.strategies import FSDPStrategy
-
-    layers = decoder_layer_classes(policy) if policy is not None else set()
-    units = {}
-    for key, arg in (("wrap", "auto_wrap_policy"), ("activation_checkpointing", "activation_checkpointing_policy")):
-        choice = settings.pop(key, None)
-        if choice not in (None, "decoder_layers"):
-            raise ConfigError(f"trainer.strategy.{key} must be decoder_layers or null, got {choice!r}")
-        if choice == "decoder_layers":
-            if not layers:
-                raise ConfigError(f"trainer.strategy.{key}=decoder_layers: the policy has no *DecoderLayer modules; set it to null")
-            units[arg] = layers
-    return FSDPStrategy(**settings, **units)
 
 
 def spawns_processes(trainer_cfg: dict) -> bool:
@@ -115,27 +42,6 @@ def spawns_processes(trainer_cfg: dict) -> bool:
     many = devices in ("auto", "-1", -1) or (isinstance(devices, int) and devices > 1) or (isinstance(devices, list) and len(devices) > 1)
     launched_outside = "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
     return name.startswith(("ddp", "fsdp")) and many and not launched_outside and not name.endswith(("spawn", "fork"))
-
-
-def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
-    import lightning as L
-
-    from agentcredit.lit.callbacks import build_callbacks
-    from agentcredit.lit.loggers import build_logger
-
-    out = run_dir_path(cfg)
-    trainer_cfg = plain(cfg.trainer)
-    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy)
-    from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
-
-    return L.Trainer(
-        **trainer_cfg,
-        plugins=[VerifiedCheckpointIO()],
-        max_epochs=-1,
-        default_root_dir=str(out),
-        logger=build_logger(cfg, out),
-        callbacks=build_callbacks(cfg, out),
-    )
 
 
 def load_env_file() -> str | None:
@@ -188,6 +94,7 @@ def run_summary(metrics_csv: Path) -> str:
 
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
+    from agentcredit.compose import build_run
     from agentcredit.lit.wandb_logger import finish_wandb
 
     load_env_file()
@@ -200,13 +107,12 @@ def run(cfg: DictConfig) -> float:
     test_metrics: dict = {}
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        components = build_components(cfg)
-        module = build_module(cfg, components)
-        trainer = build_trainer(cfg, components.policy)
-        trainer.fit(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"))
+        built = build_run(cfg)
+        trainer, module, datamodule = built.trainer, built.module, built.components.datamodule
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
         if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
-            test_metrics = (trainer.test(module, datamodule=components.datamodule, verbose=False) or [{}])[0]
+            test_metrics = (trainer.test(module, datamodule=datamodule, verbose=False) or [{}])[0]
         failed = False
     finally:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
@@ -258,7 +164,7 @@ def record_failure(out: Path, err: BaseException) -> Path:
 
 def one_line_kind(err: BaseException) -> str | None:
     """The prefix of errors a user can act on from one line (no traceback), None for the rest."""
-    from agentcredit.lit.checkpoint_io import CheckpointError
+    from agentcredit.checkpoint_file import CheckpointError
     from agentcredit.lit.module import NonFiniteTraining
 
     kinds = ((ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error"),

@@ -17,13 +17,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from agentcredit.components import plain
+from agentcredit.configs import ConfigError, plain
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def _require(ok: bool, message: str) -> None:

@@ -5,7 +5,7 @@
 In an eligible group (ProVer's rule, success rate strictly in (low, high)) every successful rollout
 is cut by ``credit.spo.chain_boundaries``; K continuations from each internal boundary S_b (the
 environment restored from the snapshot, the token prefix kept: ``RolloutWorker.continue_from_many``,
-as ``agent.verification`` does for ProVer) give V_b = their mean terminal reward. The boundaries of
+as ``judge.verification`` does for ProVer) give V_b = their mean terminal reward. The boundaries of
 one rollout are sampled in one batch. Continuations only feed the values; they never enter
 the training batch.
 
@@ -19,8 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from agentcredit.agent.trajectory import Trajectory
-from agentcredit.agent.verification import generated_tokens
+from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import ChainValues
 from agentcredit.credit.prover import is_eligible
 from agentcredit.credit.spo import MAX_SEGMENTS, chain_boundaries

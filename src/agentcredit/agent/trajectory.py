@@ -108,3 +108,9 @@ def pad_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], pad_id: int)
 
 
 __all__ = ["Trajectory", "pad_batch", "pad_rows", "ANSWER_TURN", "NON_POLICY"]
+
+
+def generated_tokens(continuation: Trajectory) -> int:
+    """Policy tokens a continuation sampled itself (its restored prefix is not counted)."""
+    cut = continuation.boundaries[continuation.continued_from or 0]
+    return int(sum(continuation.loss_mask[cut:]))

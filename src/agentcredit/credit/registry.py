@@ -20,12 +20,14 @@ from agentcredit.credit.losses import RATIO_LEVELS
 
 AdvantageFn = Callable[..., Tensor]
 DiagnosticsFn = Callable[..., dict]
+StepMetricsFn = Callable[[dict[str, list[float]]], dict[str, float]]
 
 
 @dataclass(frozen=True)
 class CreditMethod:
     """name; advantages(group, **knobs) -> (G, L); knobs the orchestrator reads itself (``run_knobs``);
-    optional diagnostics(group, **knobs) -> dict of per-turn values and scalars for logging."""
+    optional diagnostics(group, **knobs) -> dict of per-turn values and scalars for logging; optional
+    step_metrics(logs) -> step-level figures from every group's scalar logs of one step (key -> values)."""
 
     name: str
     advantages: AdvantageFn
@@ -36,6 +38,7 @@ class CreditMethod:
     diagnostics: DiagnosticsFn | None = None
     needs_chain_values: bool = False
     needs_state_keys: bool = False
+    step_metrics: StepMetricsFn | None = None
     advantage_knobs: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -63,6 +66,7 @@ def register_credit(
     diagnostics: DiagnosticsFn | None = None,
     needs_chain_values: bool = False,
     needs_state_keys: bool = False,
+    step_metrics: StepMetricsFn | None = None,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Decorator registering ``fn(group: CreditGroup, *, knob=default, ...) -> Tensor (G, L)``."""
 
@@ -72,7 +76,8 @@ def register_credit(
         _REGISTRY[name] = CreditMethod(name, fn, needs_reference_scores=needs_reference_scores,
                                        needs_segment_verification=needs_segment_verification,
                                        ratio_level=ratio_level, run_knobs=tuple(run_knobs), diagnostics=diagnostics,
-                                       needs_chain_values=needs_chain_values, needs_state_keys=needs_state_keys)
+                                       needs_chain_values=needs_chain_values, needs_state_keys=needs_state_keys,
+                                       step_metrics=step_metrics)
         return fn
 
     return decorator

@@ -30,8 +30,7 @@ from typing import Any, Protocol
 from agentcredit.env.arguments import Arg, InvalidCall, check_arguments, check_range, check_text, short_repr
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.diagnostics import DiagnosticsState, EpisodeDiagnostics
-from agentcredit.env.types import TOOL_NAMES, ToolCall
-from agentcredit.world.types import Document
+from agentcredit.env.types import TOOL_NAMES, Document, ToolCall
 
 
 class Retriever(Protocol):

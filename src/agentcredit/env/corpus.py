@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentcredit.env.types import Document
 from agentcredit.paths import stable_hash
-from agentcredit.world.types import Document
 
 
 class Corpus:

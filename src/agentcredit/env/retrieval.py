@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from agentcredit.env.corpus import Corpus
+from agentcredit.env.types import Document
 from agentcredit.paths import cache_dir as default_cache_root
 from agentcredit.paths import stable_hash
-from agentcredit.world.types import Document
 
 RETRIEVER_KINDS = ("dense", "bm25")
 # Page titles are the queries a searcher sends most (the oracle always does, a trained policy mostly),

@@ -20,6 +20,7 @@ import re
 import string
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 OPEN_TAG = "<answer>"
 CLOSE_TAG = "</answer>"
@@ -75,3 +76,24 @@ def score_answer(
     """Reward of a final response. `answer_text` is the whole final assistant turn (or None if the
     rollout ended without one); the <answer> span is found inside it."""
     return correct_score * answer_is_correct(answer_text, gold) + format_score * answer_is_well_formed(answer_text)
+
+
+@dataclass(frozen=True)
+class AnswerReward:
+    """The rollout worker's reward: `reward(final_text, question) -> (reward, extracted answer, well-formed)`.
+    `correct_score` is also the bar of success (accuracy counts rewards >= it)."""
+
+    correct_score: float = 1.0
+    format_score: float = 0.1
+
+    def __call__(self, final_text: str | None, question) -> tuple[float, str | None, bool]:
+        reward = score_answer(final_text, question.answer, self.correct_score, self.format_score)
+        return reward, extract_answer(final_text), answer_is_well_formed(final_text)
+
+    def is_success(self, reward: float) -> bool:
+        return reward >= self.correct_score
+
+
+def make_reward_fn(env_cfg: dict) -> AnswerReward:
+    """The reward of an `env` group (conf/env/default.yaml: `reward.correct_score`, `reward.format_score`)."""
+    return AnswerReward(**{k: float(v) for k, v in (env_cfg.get("reward") or {}).items()})

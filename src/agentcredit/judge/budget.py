@@ -1,6 +1,6 @@
 """A per-step time budget for the judge, shared by every judge call of one training step.
 
-    with judge_deadline(time.monotonic() + 20):   # agent.verification sets it around each judge call
+    with judge_deadline(time.monotonic() + 20):   # judge.verification sets it around each judge call
         judge.propose(context)                     # backends read `remaining_s()` to cap their timeouts
 
 A judge that never answers would otherwise stall a step for (1 + retries) x timeout per eligible

@@ -71,7 +71,7 @@ def build_judge(judge_cfg: Mapping[str, Any]) -> Judge:
     """The judge of a `conf/judge/<kind>.yaml` group (a plain mapping; ``kind`` selects the judge)."""
     cfg = dict(judge_cfg)
     kind = cfg.pop("kind", None)
-    cfg.pop("step_budget_s", None)  # the verifier's per-step limit (agent/verification.py), not the judge's
+    cfg.pop("step_budget_s", None)  # the verifier's per-step limit (judge/verification.py), not the judge's
     if kind not in BUILDERS:
         raise ValueError(f"judge.kind={kind!r} is not known; use judge= one of {sorted(BUILDERS)}")
     return BUILDERS[kind](cfg)

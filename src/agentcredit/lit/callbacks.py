@@ -20,7 +20,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
-from agentcredit.lit.loggers import redact_secrets
+from agentcredit.secret_keys import redact_secrets
 
 
 class LastCheckpoint(ModelCheckpoint):

@@ -120,7 +120,7 @@ class QuestionDataModule(L.LightningDataModule):
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "QuestionDataModule":
         """Build from the composed run config: the `data` group and the top-level `seed`."""
-        from agentcredit.components import plain
+        from agentcredit.configs import plain
 
         data = plain(cfg["data"])
         known = set(inspect.signature(cls).parameters) - {"seed"}

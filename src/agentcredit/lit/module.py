@@ -207,7 +207,7 @@ class AgentRLModule(L.LightningModule):
         mean = lambda key: sum(float(t.diagnostics.get(key, 0)) for t in trajectories) / n  # noqa: E731
         metrics = {
             "train/reward": rewards.mean(),
-            "train/accuracy": (rewards >= 1.0).float().mean(),
+            "train/accuracy": (rewards >= self.reward_fn.correct_score).float().mean(),
             "train/loss": stats.pop("loss"),
             "rollout/tool_calls": mean("num_tool_turns"),
             "rollout/invalid_tool_calls": mean("invalid_tool_calls"),
@@ -222,7 +222,8 @@ class AgentRLModule(L.LightningModule):
         }
         metrics.update({k if "/" in k else f"train/{k}": v for k, v in stats.items()})
         groups = torch.tensor([t.group for t in trajectories])
-        metrics["train/groups_with_signal"], metrics["train/groups_mixed"] = group_signal_shares(rewards, groups)
+        metrics["train/groups_with_signal"], metrics["train/groups_mixed"] = group_signal_shares(
+            rewards, groups, self.reward_fn.correct_score)
         scalar_logs: dict[str, list[float]] = {}
         for logs in credit_logs:
             for key, value in logs.items():
@@ -231,9 +232,8 @@ class AgentRLModule(L.LightningModule):
         # Everything the policy sampled this step: the trained rollouts and any continuations (ProVer, SPO-chain).
         metrics["rollout/generated_tokens"] = float(sum(t.num_policy_tokens for t in trajectories)
                                                     + sum(scalar_logs.get("extra_tokens", [])))
-        if "extra_tokens" in scalar_logs and sum(scalar_logs.get("group_tokens", [])) > 0:
-            # Verification overhead: continuation tokens per token of the step's own rollouts.
-            metrics["credit/extra_token_ratio"] = sum(scalar_logs["extra_tokens"]) / sum(scalar_logs["group_tokens"])
+        if self.method.step_metrics is not None:
+            metrics.update({f"credit/{k}": v for k, v in self.method.step_metrics(scalar_logs).items()})
         # Straight to the loggers, not through self.log_dict: Lightning keeps a step metric's last value and
         # logs it again at later steps that did not measure it (ProVer's judge metrics at a step without an
         # eligible group). A metric a step did not measure must be absent from that step's row.
@@ -284,7 +284,7 @@ class AgentRLModule(L.LightningModule):
         for trajs in groups:
             t = trajs[0]
             self._val_outcomes.append({
-                "correct": float(t.reward >= 1.0),
+                "correct": float(self.reward_fn.is_success(t.reward)),
                 "format_valid": float(t.diagnostics.get("answer_format_valid", False)),
                 "tool_calls": float(t.num_tool_turns),
                 "invalid_tool_calls": float(t.diagnostics.get("invalid_tool_calls", 0)),

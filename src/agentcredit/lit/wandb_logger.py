@@ -15,8 +15,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentcredit.components import plain
-from agentcredit.lit.loggers import redact_secrets
+from agentcredit.configs import plain
+from agentcredit.secret_keys import redact_secrets
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ def preset_world(preset: str, **given) -> WorldConfig:
     """The world config of a data preset, with the knobs in `given` that are not None on top."""
     from omegaconf import OmegaConf
 
-    from agentcredit.evaluate import compose_config  # the CLI only: the world package itself reads no config files
+    from agentcredit.configs import compose_config  # the CLI only: the world package itself reads no config files
 
     try:
         world = OmegaConf.to_container(compose_config([f"data={preset}"]).data.get("world") or {}, resolve=True)

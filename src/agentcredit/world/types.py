@@ -1,22 +1,11 @@
-"""Plain data types shared by the world generator, the environment and the agent."""
+"""Plain data types of the questions, shared by the world generator, the environment and the agent.
+A page (`Document`) is the environment's type: the world writes them, the browser shows them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Document:
-    """One page of the closed corpus. `lines` are shown to the agent numbered from 0."""
-
-    id: str
-    title: str
-    url: str
-    lines: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        return "\n".join(self.lines)
+from agentcredit.env.types import Document  # noqa: F401  (world code and user data build pages under this name)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
     verifier = make_segment_verifier(build_judge(cfg.judge))
     segment, logs = verifier(trajectories, question, worker, run_knobs)   # called by lit.credit_inputs
 
+It sits with the judges because it drives one; the continuations come from the rollout worker it is handed.
+
 For an eligible group (success rate strictly in (low, high)) the successful rollout with the fewest
 tool turns is shown to the judge; its proposal is validated (schema, bounds, non-terminal end, at most
 ``max_segment_turns`` turns, and no action whose observation is an error), with up to
@@ -41,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable
 
-from agentcredit.agent.trajectory import Trajectory
+from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import VerifiedSegment
 from agentcredit.credit.prover import is_eligible, segment_advantage, shortest_successful, validate_segment
 from agentcredit.judge.base import Judge, Proposal
@@ -116,12 +118,6 @@ def ask_judge(judge: Judge, context: JudgeContext, max_corrections: int,
         return JudgeOutcome(None, corrections, tokens, str(err), budget_exhausted=True)
     except Exception as err:  # noqa: BLE001 -- whatever a judge does wrong, the group falls back to GRPO
         return JudgeOutcome(None, corrections, tokens, f"{type(err).__name__}: {err}")
-
-
-def generated_tokens(continuation: Trajectory) -> int:
-    """Policy tokens a continuation sampled itself (its restored prefix is not counted)."""
-    cut = continuation.boundaries[continuation.continued_from or 0]
-    return int(sum(continuation.loss_mask[cut:]))
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -1,0 +1,117 @@
+"""Checkpoints that say when they are damaged: a digest inside every checkpoint, checked on load.
+
+    checkpoint = read_checkpoint(path)   # scripts, the reference loader and Lightning (lit/checkpoint_io.py)
+
+Saving adds `checkpoint["integrity"] = {"sha256": ..., "version": 1}`: a SHA-256 over every tensor's
+bytes, dtype and shape and every other value, in key order. Loading reads the file, recomputes the
+digest, and checks that every floating-point tensor of the weights and the optimiser state is finite.
+Each failure is a `CheckpointError` whose message is one line naming the file:
+- missing, empty, truncated or otherwise unreadable (torch.load fails);
+- digest mismatch (bytes changed after writing: a disk error, a copy cut short, an edit);
+- non-finite values (a run that wrote NaN before this check existed, or a hand-made checkpoint).
+A checkpoint written before digests existed loads with one warning line.
+
+Why inside rather than beside the file: Lightning renames the finished file into place, so a digest
+inside it is always the digest of that file; a second file could be left stale by a kill between the
+two writes, and would then reject a good checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+INTEGRITY_KEY = "integrity"
+VERSION = 1
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be trusted; the message is one line naming the file."""
+
+
+def _update(digest, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if t.numel():
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
+    elif isinstance(value, dict):
+        digest.update(b"D%d" % len(value))
+        for key in sorted(value, key=repr):
+            digest.update(repr(key).encode())
+            _update(digest, value[key])
+    elif isinstance(value, (list, tuple)):
+        digest.update(b"L%d" % len(value))
+        for item in value:
+            _update(digest, item)
+    else:
+        digest.update(f"V{type(value).__name__}:{value!r}".encode())
+
+
+def checkpoint_digest(checkpoint: dict) -> str:
+    digest = hashlib.sha256()
+    _update(digest, {k: v for k, v in checkpoint.items() if k != INTEGRITY_KEY})
+    return digest.hexdigest()
+
+
+def non_finite_entries(checkpoint: dict, limit: int = 3) -> list[str]:
+    """Names of floating-point tensors with NaN or inf in the weights and the optimiser state."""
+    found: list[str] = []
+
+    def walk(value: Any, name: str) -> None:
+        if len(found) >= limit:
+            return
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                found.append(name)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{name}.{key}" if name else str(key))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{name}[{i}]")
+
+    walk(checkpoint.get("state_dict", {}), "state_dict")
+    walk(checkpoint.get("optimizer_states", []), "optimizer_states")
+    return found
+
+
+def verify_checkpoint(checkpoint: Any, path: str | Path) -> dict:
+    """`checkpoint` as loaded from `path`, or a CheckpointError saying why it cannot be used."""
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"{path} is not a checkpoint of this project (it holds a {type(checkpoint).__name__})")
+    integrity = checkpoint.get(INTEGRITY_KEY)
+    if integrity is None:
+        log.warning(f"{path} carries no integrity digest (written before digests existed); loading it unchecked")
+    elif not isinstance(integrity, dict) or integrity.get("sha256") != checkpoint_digest(checkpoint):
+        raise CheckpointError(f"{path} is corrupted: its content no longer matches the digest written with it; "
+                              "resume from another checkpoint (checkpoints/step<N>.ckpt)")
+    bad = non_finite_entries(checkpoint)
+    if bad:
+        raise CheckpointError(f"{path} holds non-finite values (NaN or inf) in {', '.join(bad)}; resume from an "
+                              "earlier checkpoint")
+    return checkpoint
+
+
+def read_checkpoint(path: str | Path, weights_only: bool | None = None) -> dict:
+    """torch.load + `verify_checkpoint`, with every read failure as one CheckpointError line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path} does not exist; give the path of a .ckpt file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is empty (0 bytes): an interrupted copy or write; use another checkpoint")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=weights_only)
+    except Exception as err:  # noqa: BLE001 -- torch.load raises many types for damaged files; all mean the same
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")[:160]
+        raise CheckpointError(f"{path} cannot be read: truncated or corrupted ({type(err).__name__}: {first}); "
+                              "use another checkpoint") from None
+    return verify_checkpoint(checkpoint, path)
+
+

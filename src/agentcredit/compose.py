@@ -1,0 +1,223 @@
+"""The composition root: every object of a run, built from the config groups, in one place.
+
+    run = build_run(cfg)              # what train.run fits: datamodule, policy, LightningModule, Trainer
+    components = build_components(cfg)  # the data, environment and policy alone (evaluation, scripts)
+
+Order matters only where one object needs another: the world (and its corpus) comes first because
+the tiny testbed fits its tokenizer on it; the base policy is restored (or built) into the plain
+model, then LoRA wraps it, and only then is the reference copy taken, so that the reference is the
+policy's *initial* RL weights. The credit method's registry entry says which inputs to build
+(reference scorer, segment verifier); nothing here branches on a method's name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from agentcredit.agent.chat import ChatFormat
+from agentcredit.agent.protocol import SYSTEM_PROMPT, system_prompt
+from agentcredit.agent.rollout import RolloutConfig
+from agentcredit.configs import ConfigError, compose_config, plain, run_dir_path
+from agentcredit.env.corpus import Corpus
+from agentcredit.env.factory import make_env_factory
+from agentcredit.env.reward import make_reward_fn
+from agentcredit.models.tokenizer import CHAT_ROLES
+
+
+@dataclass
+class Components:
+    datamodule: Any
+    corpus: Corpus
+    env_factory: Callable
+    reward_fn: Callable
+    policy: torch.nn.Module
+    tokenizer: Any
+    chat: ChatFormat
+    rollout_cfg: RolloutConfig
+    base_policy_info: dict | None = None
+
+
+def build_components(cfg: DictConfig, *, progress: bool = True, base_policy: bool = True) -> Components:
+    """`base_policy=False` leaves a warm-started model at its initial weights (for a build, or when a
+    checkpoint's weights replace them anyway)."""
+    from agentcredit.lit.datamodule import QuestionDataModule
+    from agentcredit.models.loading import load_policy, wrap_with_lora
+
+    datamodule = QuestionDataModule.from_config(cfg)
+    world = datamodule.world
+    corpus = Corpus(world.documents)
+    env_cfg = plain(cfg.env)
+    env_factory = make_env_factory(corpus, env_cfg)
+    reward_fn = make_reward_fn(env_cfg)
+    model_cfg = plain(cfg.model)
+    lora_cfg = model_cfg.get("lora") or {}
+    base_info = None
+    if uses_synthetic_base_policy(cfg):
+        # The tiny testbed's base policy is learnt from oracle episodes, which only the synthetic world
+        # has: on your own data the tiny model starts from the synthetic world's base policy and its
+        # tokenizer (byte-level BPE, so any text encodes; it was fitted on the synthetic corpus).
+        print("[agentcredit] model=tiny on your own data starts from the synthetic world's base policy "
+              "(model.warm_start=true; false starts from random weights)", flush=True)
+        synthetic = build_components(synthetic_base_config(cfg), progress=progress, base_policy=base_policy)
+        policy, tokenizer, base_info = synthetic.policy, synthetic.tokenizer, synthetic.base_policy_info
+    else:
+        # LoRA wraps the model only after the base policy is in it: the cached weights are plain keys.
+        policy, tokenizer = load_policy({**model_cfg, "lora": {"enabled": False}},
+                                        tokenizer_texts=lambda: tokenizer_corpus(world))
+    chat = ChatFormat.from_tokenizer(tokenizer, system_prompt(model_cfg.get("system_prompt", "full")))
+    rollout_cfg = RolloutConfig(**plain(cfg.rollout))
+    components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg, base_info)
+    if base_policy and model_cfg.get("warm_start", False) and base_info is None:
+        from agentcredit.testbed.base_policy import ensure_base_policy
+
+        components.base_policy_info = ensure_base_policy(cfg, components, progress=progress)
+    if lora_cfg.get("enabled", False):
+        components.policy = wrap_with_lora(components.policy, lora_cfg)
+    return components
+
+
+def uses_synthetic_base_policy(cfg: DictConfig) -> bool:
+    """The tiny model with warm start on your own data (data.corpus_path set)."""
+    model = cfg.model
+    return model.get("kind") == "tiny" and bool(model.get("warm_start")) and cfg.data.get("corpus_path") is not None
+
+
+def synthetic_base_config(cfg: DictConfig) -> DictConfig:
+    """`cfg` with the model's own synthetic world (conf/data/<model.kind>.yaml: the testbed preset for
+    the tiny model) in place of your own data and LoRA off: the run whose base policy a tiny model on
+    your own data starts from."""
+    tree = plain(cfg)
+    tree["data"] = plain(compose_config([f"model={cfg.model.kind}"]).data)
+    tree["model"] = {**tree["model"], "lora": {**(tree["model"].get("lora") or {}), "enabled": False}}
+    return OmegaConf.create(tree)
+
+
+def tokenizer_corpus(world) -> list[str]:
+    """Texts the tiny testbed's tokenizer is fitted on: everything it will read or write."""
+    from agentcredit.agent.protocol import render_answer, render_tool_call
+    from agentcredit.env.types import ToolCall
+
+    texts = [SYSTEM_PROMPT, system_prompt("compact")]
+    texts += [f"{d.title}\n{d.url}\n" + "\n".join(d.lines) for d in world.documents]
+    texts += [q.text for q in world.questions]
+    texts += [render_answer(q.answer) for q in world.questions]
+    # Tool-call JSON in the exact rendered form, so its punctuation becomes a handful of tokens.
+    examples = [ToolCall("browser.search", {"query": "x", "topn": 5}), ToolCall("browser.open", {"id": 0}),
+                ToolCall("browser.find", {"pattern": "x"})]
+    texts += [render_tool_call(c) for c in examples] * 200
+    # Chat roles follow a special token in every turn header; seen often, each becomes one token.
+    texts += ["\n".join(CHAT_ROLES) + "\n"] * 200
+    texts += ["Error: " + json.dumps({"id": -1}), "Matches", "No matches", "[observation truncated]"]
+    return texts
+
+
+def build_module(cfg: DictConfig, components):
+    from agentcredit.credit.config import split_credit_config
+    from agentcredit.credit.registry import get_credit
+    from agentcredit.lit.credit_inputs import CreditInputs
+    from agentcredit.lit.module import AgentRLModule, TrainSettings
+    from agentcredit.models.reference import build_reference
+    from agentcredit.models.reference_scorer import ScoringItem, score_batch
+
+    credit = split_credit_config(plain(cfg.credit))
+    method = get_credit(credit.name)
+    model_cfg = plain(cfg.model)
+    needs_reference = method.needs_reference_scores or credit.loss.get("kl_coef", 0) > 0
+    reference = None
+    if needs_reference:
+        reference = build_reference(components.policy, model_cfg, path=credit.run.get("reference_path"))
+
+    def score_fn(ref, items):
+        return score_batch(ref, [ScoringItem(torch.tensor(i), b, o, a) for i, b, o, a in items])
+
+    segment_verifier = None
+    if method.needs_segment_verification:
+        from agentcredit.judge.verification import make_segment_verifier
+        from agentcredit.judge import build_judge
+
+        judge_cfg = plain(cfg.judge)
+        step_budget_s = judge_cfg.pop("step_budget_s", None)  # the verifier's limit, not the judge's own knob
+        segment_verifier = make_segment_verifier(build_judge(judge_cfg), step_budget_s=step_budget_s)
+    answer_reasoning = None
+    if model_cfg.get("answer_note") == "plan":
+        from agentcredit.testbed.notes import answer_note
+
+        answer_reasoning = answer_note  # the testbed's reference writes its plan note before every answer
+    inputs = CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
+                          answer_reasoning=answer_reasoning)
+
+    train = plain(cfg.train)
+    lr = train.pop("lr", None) or model_cfg.get("rl_lr", 1e-6)
+    settings = TrainSettings(**train, lr=float(lr), seed=int(cfg.seed), samples_dir=str(run_dir_path(cfg)))
+    return AgentRLModule(components.policy, reference, components.chat, components.env_factory, components.reward_fn,
+                         components.rollout_cfg, plain(cfg.credit), settings, inputs)
+
+
+def decoder_layer_classes(policy: torch.nn.Module) -> set[type]:
+    """The transformer block classes of a policy (LlamaDecoderLayer, Qwen3DecoderLayer, ...): FSDP's wrap unit."""
+    return {type(m) for m in policy.modules() if type(m).__name__.endswith("DecoderLayer")}
+
+
+def build_strategy(strategy, policy: torch.nn.Module | None = None):
+    """`trainer.strategy` as Lightning takes it: a name passes through; a mapping with `name: fsdp`
+    (conf/trainer/fsdp.yaml) becomes an FSDPStrategy whose wrap and activation-checkpointing units
+    are the policy's decoder layers."""
+    if not isinstance(strategy, dict):
+        return strategy
+    settings = dict(strategy)
+    name = settings.pop("name", None)
+    if name != "fsdp":
+        raise ConfigError(f"trainer.strategy as a mapping needs name: fsdp, got name: {name!r}; "
+                          "or give a plain strategy name such as ddp")
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    layers = decoder_layer_classes(policy) if policy is not None else set()
+    units = {}
+    for key, arg in (("wrap", "auto_wrap_policy"), ("activation_checkpointing", "activation_checkpointing_policy")):
+        choice = settings.pop(key, None)
+        if choice not in (None, "decoder_layers"):
+            raise ConfigError(f"trainer.strategy.{key} must be decoder_layers or null, got {choice!r}")
+        if choice == "decoder_layers":
+            if not layers:
+                raise ConfigError(f"trainer.strategy.{key}=decoder_layers: the policy has no *DecoderLayer modules; set it to null")
+            units[arg] = layers
+    return FSDPStrategy(**settings, **units)
+
+
+def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
+    import lightning as L
+
+    from agentcredit.lit.callbacks import build_callbacks
+    from agentcredit.lit.loggers import build_logger
+
+    out = run_dir_path(cfg)
+    trainer_cfg = plain(cfg.trainer)
+    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy)
+    from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
+
+    return L.Trainer(
+        **trainer_cfg,
+        plugins=[VerifiedCheckpointIO()],
+        max_epochs=-1,
+        default_root_dir=str(out),
+        logger=build_logger(cfg, out),
+        callbacks=build_callbacks(cfg, out),
+    )
+
+
+@dataclass
+class Run:
+    components: Components
+    module: Any  # AgentRLModule
+    trainer: Any  # lightning.Trainer
+
+
+def build_run(cfg: DictConfig) -> Run:
+    """The objects `train.run` fits and tests, from a config `validation.prepare_config` has checked."""
+    components = build_components(cfg)
+    return Run(components, build_module(cfg, components), build_trainer(cfg, components.policy))
