@@ -4,6 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
+from agentcredit.configs import register_config_nodes
 from agentcredit.secret_keys import refuse_secret_overrides
 
 
@@ -16,4 +17,5 @@ def main(cfg: DictConfig) -> float:
 
 if __name__ == "__main__":
     refuse_secret_overrides()  # before Hydra writes the command line anywhere
+    register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
     main()

@@ -166,7 +166,7 @@ def test_budget_grpo_and_gspo_share_grpo_advantages():
     group = CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK, num_turns=torch.tensor([2, 2, 1]))
     grpo = get_credit("grpo")
     assert get_credit("gspo").advantages is grpo.advantages is get_credit("budget-grpo").advantages
-    assert get_credit("budget-grpo").run_knobs == ("extra_rollouts", "match_metrics")
+    assert tuple(get_credit("budget-grpo").run_knobs) == ("extra_rollouts", "match_metrics")
     assert torch.equal(get_credit("budget-grpo").advantages(group), grpo.advantages(group))
 
 

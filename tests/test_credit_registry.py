@@ -16,9 +16,12 @@ from agentcredit.credit import (
     split_credit_config,
     validate_credit_config,
 )
+from agentcredit.configs import compose_config, plain
+from agentcredit.credit.config import knob_defaults
 from agentcredit.credit.registry import unregister_credit
 from agentcredit.credit.tokens import ANSWER_TURN as A
 from agentcredit.credit.tokens import NON_POLICY as P
+from agentcredit.validation import split_method_credit
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "credit"
 
@@ -119,33 +122,47 @@ def test_group_validation():
 # --- conf/credit/*.yaml and validation ---------------------------------------------------------
 
 def _yaml(name):
+    """The file conf/credit/<name>.yaml as written (its departures from the code's defaults)."""
     return OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
 
 
+def _composed(name):
+    """The method's credit node as `python train.py credit=<name>` composes it, less other methods' knobs."""
+    return split_method_credit(plain(compose_config([f"credit={name}"]).credit))[0]
+
+
 @pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo"])
-def test_yaml_validates_and_matches_function_defaults(name):
+def test_each_default_lives_once_in_the_code(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith(f"# python train.py credit={name}")
-    split = split_credit_config(_yaml(name))
-    defaults = {k: p.default for k, p in inspect.signature(get_credit(name).advantages).parameters.items()
-                if p.kind == p.KEYWORD_ONLY}
-    assert split.advantage == defaults  # every knob is in the yaml, with the function's default
+    written = {k: v for k, v in _yaml(name).items() if k not in ("name", "defaults")}
+    restated = {k: v for k, v in written.items() if knob_defaults(name).get(k) == v}
+    assert not restated, f"conf/credit/{name}.yaml repeats defaults of the code: {restated}"
+    composed = _composed(name)
+    assert composed == {"name": name, **knob_defaults(name), **written}
+    split = split_credit_config(composed)
+    signature = {k: p.default for k, p in inspect.signature(get_credit(name).advantages).parameters.items()
+                 if p.kind == p.KEYWORD_ONLY}
+    assert split.advantage == signature
 
 
-def test_paper_defaults_in_yaml():
-    trace = _yaml("trace")
+def test_paper_defaults():
+    trace = _composed("trace")
     assert (trace["eps"], trace["K"], trace["gamma"], trace["lambda_term"]) == (0.1, 3, 0.8, 2.0)
     assert (trace["alpha_out"], trace["alpha_turn"], trace["answer_tail_scale"]) == (1.0, 0.2, 0.05)
     assert (trace["clip_low"], trace["clip_high"], trace["reference_path"]) == (0.2, 0.28, None)
-    prover = _yaml("prover")
+    prover = _composed("prover")
     assert (prover["num_continuations"], prover["lam"], prover["max_segment_turns"]) == (8, 1.0, 4)
     assert (prover["eligible_low"], prover["eligible_high"], prover["max_judge_corrections"]) == (0.0, 0.5, 3)
-    assert (_yaml("gspo")["clip_low"], _yaml("gspo")["clip_high"]) == (3e-4, 4e-4)
+    assert (_composed("gspo")["clip_low"], _composed("gspo")["clip_high"]) == (3e-4, 4e-4)
 
 
 @pytest.mark.parametrize("name, knobs, message", [
     ("trace", {"K": -1}, "credit.K must be an integer >= 0, got -1"),
     ("trace", {"K": 1.5}, "credit.K must be an integer >= 0, got 1.5"),
+    ("trace", {"K": True}, "credit.K must be an integer >= 0, got True"),
+    ("trace", {"eps": -0.1}, "credit.eps must be a number > 0, got -0.1"),
+    ("trace", {"gamma": 1.5}, "credit.gamma must be a number in (0, 1], got 1.5"),
     ("trace", {"eps": 0}, "credit.eps must be a number > 0, got 0"),
     ("trace", {"gamma": 0.0}, "credit.gamma must be a number in (0, 1], got 0.0"),
     ("trace", {"transform": "log"}, "credit.transform must be one of ['log_ratio', 'raw', 'linear'], got 'log'"),
@@ -172,7 +189,7 @@ def test_split_requires_a_name_and_known_method():
 
 
 def test_split_routes_knobs():
-    cfg = _yaml("trace") | {"K": 0, "tis_cap": 2.0}
+    cfg = _composed("trace") | {"K": 0, "tis_cap": 2.0}
     split = split_credit_config(cfg)
     assert split.advantage["K"] == 0 and split.loss["tis_cap"] == 2.0
     assert split.run == {"reference_path": None} and "name" not in split.advantage

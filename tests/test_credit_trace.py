@@ -47,12 +47,6 @@ def test_no_tool_turn_gives_empty_credits():
     assert td_credits(torch.tensor([-2.0], **f64), eps=0.1).shape == (0,)
 
 
-@pytest.mark.parametrize("eps", [0.0, -0.1])
-def test_eps_must_be_positive(eps):
-    with pytest.raises(ValueError, match="eps must be > 0"):
-        td_credits(torch.tensor([-1.0, -0.5]), eps=eps)
-
-
 def test_rejects_probabilities_and_non_finite_scores():
     with pytest.raises(ValueError, match="must be <= 0"):
         td_credits(torch.tensor([0.3, 0.9]), eps=0.1)
@@ -87,12 +81,6 @@ def test_kstep_credits_unnormalised():
 
 def test_kstep_credits_empty_trajectory():
     assert kstep_credits(torch.zeros(0, **f64), 3, 0.8).shape == (0,)
-
-
-@pytest.mark.parametrize("K, gamma", [(-1, 0.8), (1.5, 0.8), (True, 0.8), (3, 0.0), (3, 1.5)])
-def test_kstep_rejects_bad_horizon_or_discount(K, gamma):
-    with pytest.raises(ValueError, match="K must be|gamma must be"):
-        kstep_credits(DELTAS, K, gamma)
 
 
 def _kstep_loop(deltas, K, gamma, normalize):

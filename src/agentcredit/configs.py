@@ -26,12 +26,33 @@ def plain(cfg: DictConfig | dict | None) -> dict:
     return dict(cfg)
 
 
+def register_config_nodes() -> None:
+    """Config nodes derived from the credit registry, so that no yaml repeats what the code says:
+    `credit/_sweepable`, every registered method's knobs unset (one sweep may set a knob only some of its
+    methods use: `-m credit=grpo,trace credit.K=0,1,3,5`), and `credit/_defaults/<name>`, a method's knobs
+    at the defaults of its functions (conf/credit/<name>.yaml starts from it and sets only departures).
+    Entry points call it before Hydra composes; a method registered in your own code must be imported
+    first to be part of it."""
+    from hydra.core.config_store import ConfigStore
+
+    import agentcredit.credit  # noqa: F401  (registers the built-in methods)
+    from agentcredit.credit.config import knob_defaults
+    from agentcredit.credit.registry import available_credits
+
+    store = ConfigStore.instance()
+    defaults = {name: knob_defaults(name) for name in available_credits()}
+    store.store(group="credit", name="_sweepable", node={k: None for d in defaults.values() for k in d})
+    for name, knobs in defaults.items():
+        store.store(group="credit/_defaults", name=name, node={"name": name, **knobs})
+
+
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """The run config exactly as `python train.py <overrides>` would compose it (also from inside a
     running Hydra app, whose global state is already initialised with the same config directory)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    register_config_nodes()
     if GlobalHydra.instance().is_initialized():
         return compose(config_name=config_name, overrides=list(overrides))
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):

@@ -3,7 +3,7 @@
 Each failure is one line naming the key and what it accepts, e.g.
     config error: credit.K must be an integer >= 0, got -1
 
-`conf/credit/_sweepable.yaml` gives the credit node every registered method's knobs (unset), so one
+`credit/_sweepable` (configs.register_config_nodes) gives the credit node every registered method's knobs (unset), so one
 sweep can set a knob that only some of its methods use (`-m credit=grpo,trace credit.K=0,1,3,5`).
 `prepare_config` drops the knobs the chosen method does not use (naming the ones that were set in one
 warning line) after checking their values, so a bad value is an error even where it would be ignored.
@@ -27,21 +27,14 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def _method_knobs(name: str) -> tuple[str, ...]:
-    from agentcredit.credit.config import LOSS_KNOBS
-    from agentcredit.credit.registry import get_credit
-
-    method = get_credit(name)
-    return method.advantage_knobs + LOSS_KNOBS + method.run_knobs
-
-
 def knob_owners() -> dict[str, list[str]]:
     """knob -> the registered methods that read it."""
+    from agentcredit.credit.config import allowed_knobs
     from agentcredit.credit.registry import available_credits
 
     owners: dict[str, list[str]] = {}
     for name in available_credits():
-        for knob in _method_knobs(name):
+        for knob in allowed_knobs(name):
             owners.setdefault(knob, []).append(name)
     return owners
 
@@ -51,11 +44,12 @@ def split_method_credit(credit: dict) -> tuple[dict, dict]:
 
     Keys that are nobody's knob stay in the first dict, so the method's own validation rejects them."""
     import agentcredit.credit  # noqa: F401  (registers the built-in methods)
+    from agentcredit.credit.config import allowed_knobs
 
     name = credit.get("name")
     _require(name is not None, "credit has no name; choose a method with credit=<name>")
     try:
-        own = set(_method_knobs(name))
+        own = set(allowed_knobs(name))
     except ValueError as err:
         raise ConfigError(f"credit={name}: {err}") from None
     owners = knob_owners()

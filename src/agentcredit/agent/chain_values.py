@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import ChainValues
 from agentcredit.credit.prover import is_eligible
-from agentcredit.credit.spo import MAX_SEGMENTS, chain_boundaries
+from agentcredit.credit.methods import SPO_RUN_KNOBS
+from agentcredit.credit.spo import chain_boundaries
 from agentcredit.world.types import Question
 
-DEFAULT_KNOBS = {"num_continuations": 8, "max_segments": MAX_SEGMENTS, "eligible_low": 0.0, "eligible_high": 0.5,
-                 "success_threshold": 1.0}
+DEFAULT_KNOBS = SPO_RUN_KNOBS  # registered with credit=spo-chain
 
 
 def measure_chains(trajectories: list[Trajectory], question: Question, worker, run_knobs: Mapping

@@ -5,20 +5,27 @@ fall into three sets, and ``split_credit_config`` hands each consumer its own:
 - advantage knobs: the keyword arguments of the method's registered ``advantages`` function;
 - loss knobs (``LOSS_KNOBS``, shared by all methods): the keyword arguments of ``losses.policy_loss``;
 - run knobs: read by the orchestrator itself (reference checkpoint, continuation budget, …).
-An unknown key is an error, so a misspelt knob cannot be silently ignored.
+Each knob's default lives once, in those signatures (run knobs: in the registration), and
+``knob_defaults`` collects them; an unknown key is an error, so a misspelt knob cannot be silently
+ignored. Values are checked once, by ``validate_credit_config`` when a job starts; the pure functions
+trust the knobs they are given (they check only their tensors).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agentcredit.credit.grpo import OUTCOME_SCALES
-from agentcredit.credit.losses import AGG_MODES, RATIO_LEVELS
+from agentcredit.credit.losses import AGG_MODES, RATIO_LEVELS, policy_loss
 from agentcredit.credit.registry import get_credit
 from agentcredit.credit.trace import ANSWER_TAIL_RULES, TRANSFORMS
 
-LOSS_KNOBS = ("clip_low", "clip_high", "loss_agg", "kl_coef", "tis_cap", "ratio_level")
+# The loss's settings are policy_loss's keyword arguments, less the tensors the module hands it.
+_LOSS_PARAMS = inspect.signature(policy_loss).parameters
+LOSS_KNOBS = tuple(k for k, p in _LOSS_PARAMS.items() if p.kind == p.KEYWORD_ONLY
+                   and k not in ("ref_logprobs", "behaviour_logprobs"))
 
 
 def _number(value: object) -> bool:
@@ -99,9 +106,16 @@ class CreditConfig:
     run: dict
 
 
-def _allowed_knobs(name: str) -> tuple[str, ...]:
+def allowed_knobs(name: str) -> tuple[str, ...]:
+    """The knobs method ``name`` reads: advantage, loss and run knobs."""
     method = get_credit(name)
-    return method.advantage_knobs + LOSS_KNOBS + method.run_knobs
+    return method.advantage_knobs + LOSS_KNOBS + tuple(method.run_knobs)
+
+
+def knob_defaults(name: str) -> dict:
+    """Every knob of method ``name`` at its default (``ratio_level``: null, the method's own ratio)."""
+    loss = {k: _LOSS_PARAMS[k].default for k in LOSS_KNOBS}
+    return {**get_credit(name).defaults, **loss, "ratio_level": None}
 
 
 def validate_credit_config(name: str, knobs: Mapping) -> None:
@@ -109,7 +123,7 @@ def validate_credit_config(name: str, knobs: Mapping) -> None:
 
     ``knobs`` may include ``name`` (as in the yaml); it must then agree with ``name``.
     """
-    allowed = _allowed_knobs(name)
+    allowed = allowed_knobs(name)
     for key, value in knobs.items():
         if key == "name":
             if value != name:
@@ -122,14 +136,16 @@ def validate_credit_config(name: str, knobs: Mapping) -> None:
         check, expected = _CHECKS[key]
         if not check(value):
             raise ValueError(f"credit.{key} must be {expected}, got {value!r}")
-    low, high = knobs.get("eligible_low", 0.0), knobs.get("eligible_high", 0.5)
     if "eligible_low" in knobs or "eligible_high" in knobs:
+        band = {**knob_defaults(name), **knobs}
+        low, high = band["eligible_low"], band["eligible_high"]
         if not low < high:
             raise ValueError(f"credit.eligible_low ({low}) must be < credit.eligible_high ({high})")
 
 
 def split_credit_config(knobs: Mapping) -> CreditConfig:
-    """Validate a flat credit config (with ``name``) and split it into advantage, loss and run knobs.
+    """Split a flat credit config (with ``name``), checked at start by ``validate_credit_config``, into
+    advantage, loss and run knobs; knobs it does not set take their defaults (``knob_defaults``).
 
     Pass a plain dict (``OmegaConf.to_container(cfg.credit, resolve=True)``). The orchestrator calls
     ``get_credit(c.name).advantages(group, **c.advantage)`` and ``policy_loss(..., **c.loss,
@@ -138,9 +154,9 @@ def split_credit_config(knobs: Mapping) -> CreditConfig:
     if "name" not in knobs:
         raise ValueError("the credit config has no 'name'; choose one with credit=<name>")
     name = knobs["name"]
-    validate_credit_config(name, knobs)
     method = get_credit(name)
-    pick = lambda keys: {k: knobs[k] for k in keys if k in knobs}  # noqa: E731
+    full = {**knob_defaults(name), **{k: v for k, v in knobs.items() if k != "name"}}
+    pick = lambda keys: {k: full[k] for k in keys}  # noqa: E731
     return CreditConfig(name, pick(method.advantage_knobs), pick(LOSS_KNOBS), pick(method.run_knobs))
 
 

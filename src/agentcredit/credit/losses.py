@@ -67,8 +67,6 @@ def tis_weights(old_logprobs: Tensor, behaviour_logprobs: Tensor, cap: float) ->
     old_logprobs: recomputed by the trainer with the weights that sampled the batch; behaviour_logprobs:
     reported by the sampler for the same tokens. They differ by kernel/precision mismatch.
     """
-    if not cap > 0:
-        raise ValueError(f"tis_cap must be > 0 (or null to disable), got {cap}")
     log_ratio = (old_logprobs - behaviour_logprobs).detach().clamp(max=_MAX_LOG_RATIO)
     return torch.exp(log_ratio).clamp(max=cap)
 
@@ -93,8 +91,8 @@ def clipped_surrogate(
     old_logprobs: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    clip_low: float = 0.2,
-    clip_high: float = 0.28,
+    clip_low: float,
+    clip_high: float,
     agg: str = "token-mean",
     ratio_level: str = "token",
     token_weights: Tensor | None = None,
@@ -107,8 +105,6 @@ def clipped_surrogate(
     """
     if ratio_level not in RATIO_LEVELS:
         raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
-    if not (0 < clip_low < 1 and clip_high > 0):
-        raise ValueError(f"need 0 < clip_low < 1 and clip_high > 0, got clip_low={clip_low}, clip_high={clip_high}")
     token_log_ratio = logprobs - old_logprobs  # (B, L)
     if ratio_level == "token":
         log_ratio = token_log_ratio

@@ -9,6 +9,8 @@ is the loss's sequence-level ratio (the ``ratio_level`` loss knob) and the group
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import Tensor
 
@@ -16,28 +18,30 @@ from agentcredit.credit.gigpo import anchor_step_advantages, gigpo_token_advanta
 from agentcredit.credit.grpo import outcome_advantages
 from agentcredit.credit.group import CreditGroup
 from agentcredit.credit.registry import register_credit
-from agentcredit.credit.spo import chain_advantages, chain_token_advantages
+from agentcredit.credit.spo import MAX_SEGMENTS, chain_advantages, chain_token_advantages
 from agentcredit.credit.tokens import (ANSWER_TURN, constant_token_advantages, prover_token_advantages,
                                        trace_token_advantages)
 from agentcredit.credit.trace import answer_tail_terms, td_credits, turn_rewards
 
-TRACE_RUN_KNOBS = ("reference_path",)
-PROVER_RUN_KNOBS = ("num_continuations", "max_segment_turns", "max_judge_corrections",
-                    "eligible_low", "eligible_high", "success_threshold")
-BUDGET_RUN_KNOBS = ("extra_rollouts", "match_metrics")
-SPO_RUN_KNOBS = ("num_continuations", "max_segments", "eligible_low", "eligible_high", "success_threshold")
+# Knobs the orchestrator reads itself, with their defaults (ProVer section 4 and Appendix A.2).
+TRACE_RUN_KNOBS = {"reference_path": None}  # null: the initial policy weights
+PROVER_RUN_KNOBS = {"num_continuations": 8, "max_segment_turns": 4, "max_judge_corrections": 3,
+                    "eligible_low": 0.0, "eligible_high": 0.5, "success_threshold": 1.0}
+BUDGET_RUN_KNOBS = {"extra_rollouts": 2, "match_metrics": None}
+SPO_RUN_KNOBS = {"num_continuations": 8, "max_segments": MAX_SEGMENTS, "eligible_low": 0.0, "eligible_high": 0.5,
+                 "success_threshold": 1.0}
 
 
 def trace_turn_credit(
     group: CreditGroup,
     *,
-    eps: float = 0.1,
-    K: int = 3,
-    gamma: float = 0.8,
-    lambda_term: float = 2.0,
-    transform: str = "log_ratio",
-    normalize: bool = True,
-    outcome_scale: str = "std",
+    eps: float,
+    K: int,
+    gamma: float,
+    lambda_term: float,
+    transform: str,
+    normalize: bool,
+    outcome_scale: str,
 ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
     """(A_g (G,), δ per rollout [(T_g,)], r per rollout [(T_g,)]) for a group with reference scores."""
     if group.mean_logprobs is None:
@@ -51,8 +55,8 @@ def trace_turn_credit(
 
 def _trace_diagnostics(group: CreditGroup, **knobs) -> dict:
     """Per-turn δ and r of every rollout and batch scalars for logging (credit/… metrics)."""
-    turn_knobs = {k: knobs[k] for k in ("eps", "K", "gamma", "lambda_term", "transform", "normalize",
-                                        "outcome_scale") if k in knobs}
+    knobs = {**_defaults(trace_advantages), **knobs}
+    turn_knobs = {k: knobs[k] for k in ("eps", "K", "gamma", "lambda_term", "transform", "normalize", "outcome_scale")}
     _, deltas, rewards = trace_turn_credit(group, **turn_knobs)
     all_deltas = torch.cat(deltas) if deltas else torch.zeros(0)
     all_rewards = torch.cat(rewards) if rewards else torch.zeros(0)
@@ -73,6 +77,11 @@ def continuation_overhead(logs: dict[str, list[float]]) -> dict[str, float]:
     if "extra_tokens" not in logs or group_tokens <= 0:
         return {}
     return {"extra_token_ratio": sum(logs["extra_tokens"]) / group_tokens}
+
+
+def _defaults(advantages) -> dict:
+    """An advantage function's knob defaults: diagnostics called with fewer knobs use the same values."""
+    return {k: p.default for k, p in inspect.signature(advantages).parameters.items() if p.kind == p.KEYWORD_ONLY}
 
 
 def _pad_rows(rows: list[Tensor], dtype: torch.dtype) -> Tensor:
@@ -168,8 +177,7 @@ def spo_chain_advantages(group: CreditGroup, *, outcome_scale: str = "none") -> 
     return advantages
 
 
-def gigpo_step_credit(group: CreditGroup, *, gamma: float = 0.95, step_scale: str = "std"
-                      ) -> tuple[list[Tensor], list[Tensor]]:
+def gigpo_step_credit(group: CreditGroup, *, gamma: float, step_scale: str) -> tuple[list[Tensor], list[Tensor]]:
     """(A^S per action [(T_g+1,)], anchor-group sizes [(T_g+1,)]) for a group with state keys."""
     if group.state_keys is None:
         raise ValueError("credit=gigpo needs environment state keys: the group has no state_keys "
@@ -185,7 +193,8 @@ def gigpo_step_credit(group: CreditGroup, *, gamma: float = 0.95, step_scale: st
 
 
 def _gigpo_diagnostics(group: CreditGroup, **knobs) -> dict:
-    step, sizes = gigpo_step_credit(group, **{k: knobs[k] for k in ("gamma", "step_scale") if k in knobs})
+    knobs = {**_defaults(gigpo_advantages), **knobs}
+    step, sizes = gigpo_step_credit(group, gamma=knobs["gamma"], step_scale=knobs["step_scale"])
     all_sizes = torch.cat(sizes)
     acted = all_sizes > 0
     return {

@@ -11,7 +11,7 @@ state key at every boundary (``needs_state_keys``, GiGPO), and which importance 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from torch import Tensor
@@ -25,7 +25,8 @@ StepMetricsFn = Callable[[dict[str, list[float]]], dict[str, float]]
 
 @dataclass(frozen=True)
 class CreditMethod:
-    """name; advantages(group, **knobs) -> (G, L); knobs the orchestrator reads itself (``run_knobs``);
+    """name; advantages(group, **knobs) -> (G, L); knobs the orchestrator reads itself (``run_knobs``:
+    name -> default);
     optional diagnostics(group, **knobs) -> dict of per-turn values and scalars for logging; optional
     step_metrics(logs) -> step-level figures from every group's scalar logs of one step (key -> values)."""
 
@@ -34,7 +35,7 @@ class CreditMethod:
     needs_reference_scores: bool = False
     needs_segment_verification: bool = False
     ratio_level: str = "token"
-    run_knobs: tuple[str, ...] = ()
+    run_knobs: Mapping[str, object] = field(default_factory=dict)
     diagnostics: DiagnosticsFn | None = None
     needs_chain_values: bool = False
     needs_state_keys: bool = False
@@ -50,7 +51,17 @@ class CreditMethod:
         knobs = tuple(p.name for p in params[1:] if p.kind == p.KEYWORD_ONLY)
         if len(knobs) != len(params) - 1:
             raise TypeError(f"credit method {self.name!r}: every knob of advantages must be keyword-only (after *)")
+        if any(p.default is p.empty for p in params[1:]):
+            raise TypeError(f"credit method {self.name!r}: every knob of advantages needs a default (its one home)")
         object.__setattr__(self, "advantage_knobs", knobs)
+
+    @property
+    def defaults(self) -> dict:
+        """Every knob of the method at its default: the advantage function's keyword defaults and the
+        run knobs' registered ones. This is the one place a method's default lives (conf/credit/<name>.yaml
+        holds only departures from it)."""
+        params = inspect.signature(self.advantages).parameters
+        return {**{k: params[k].default for k in self.advantage_knobs}, **self.run_knobs}
 
 
 _REGISTRY: dict[str, CreditMethod] = {}
@@ -62,7 +73,7 @@ def register_credit(
     needs_reference_scores: bool = False,
     needs_segment_verification: bool = False,
     ratio_level: str = "token",
-    run_knobs: tuple[str, ...] = (),
+    run_knobs: Mapping[str, object] | None = None,
     diagnostics: DiagnosticsFn | None = None,
     needs_chain_values: bool = False,
     needs_state_keys: bool = False,
@@ -75,7 +86,7 @@ def register_credit(
             raise ValueError(f"credit method {name!r} is already registered; pick another name")
         _REGISTRY[name] = CreditMethod(name, fn, needs_reference_scores=needs_reference_scores,
                                        needs_segment_verification=needs_segment_verification,
-                                       ratio_level=ratio_level, run_knobs=tuple(run_knobs), diagnostics=diagnostics,
+                                       ratio_level=ratio_level, run_knobs=dict(run_knobs or {}), diagnostics=diagnostics,
                                        needs_chain_values=needs_chain_values, needs_state_keys=needs_state_keys,
                                        step_metrics=step_metrics)
         return fn

@@ -45,6 +45,7 @@ from typing import Callable
 
 from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import VerifiedSegment
+from agentcredit.credit.methods import PROVER_RUN_KNOBS
 from agentcredit.credit.prover import is_eligible, segment_advantage, shortest_successful, validate_segment
 from agentcredit.judge.base import Judge, Proposal
 from agentcredit.judge.budget import JudgeBudgetSpent, judge_deadline
@@ -53,15 +54,7 @@ from agentcredit.world.types import Question
 
 log = logging.getLogger(__name__)
 
-# ProVer's defaults (section 4, Appendix A.2); conf/credit/prover.yaml sets the same values.
-DEFAULT_KNOBS = {
-    "num_continuations": 8,
-    "max_segment_turns": 4,
-    "max_judge_corrections": 3,
-    "eligible_low": 0.0,
-    "eligible_high": 0.5,
-    "success_threshold": 1.0,
-}
+DEFAULT_KNOBS = PROVER_RUN_KNOBS  # ProVer's defaults (section 4, Appendix A.2), registered with credit=prover
 
 SegmentVerifier = Callable[[list[Trajectory], Question, object, dict], tuple[VerifiedSegment | None, dict]]
 
