@@ -1,4 +1,4 @@
-"""testbed.answer_prior: success without reading, and whether answers are of the asked-for kind, on hand-built questions."""
+"""testbed.answer_prior: success without reading, and evaluate.answer_kind_match: whether answers are of the asked-for kind, on hand-built questions."""
 
 import json
 import subprocess
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.testbed.answer_prior import answer_kind_match, answer_prior, asked_for
+from agentcredit.evaluate import answer_kind_match
+from agentcredit.testbed.answer_prior import answer_prior, asked_for
 from agentcredit.world.types import Question
 
 ROOT = Path(__file__).resolve().parents[1]

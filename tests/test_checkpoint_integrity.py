@@ -113,7 +113,7 @@ def test_a_checkpoint_from_before_digests_loads_with_one_warning(run_dir, tmp_pa
     checkpoint = load(run_dir / "checkpoints" / "last.ckpt")
     del checkpoint[INTEGRITY_KEY]
     torch.save(checkpoint, tmp_path / "old.ckpt")
-    with caplog.at_level(logging.WARNING, logger="agentcredit.lit.checkpoint_io"):
+    with caplog.at_level(logging.WARNING, logger="agentcredit.checkpoint_file"):
         assert read_checkpoint(tmp_path / "old.ckpt", weights_only=False)["global_step"] == 2
     assert [r.getMessage() for r in caplog.records] == [
         f"{tmp_path / 'old.ckpt'} carries no integrity digest (written before digests existed); loading it unchecked"]

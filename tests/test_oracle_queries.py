@@ -1,4 +1,4 @@
-"""evaluate.oracle_query_agreement: how far rollouts follow the oracle's searches, on replayed episodes."""
+"""testbed.oracle_queries.oracle_query_agreement: how far rollouts follow the oracle's searches, on replayed episodes."""
 
 import pytest
 from tiny_runs import TINY
@@ -6,9 +6,9 @@ from tiny_runs import TINY
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.compose import build_components
-from agentcredit.env.types import ToolCall
 from agentcredit.configs import compose_config
-from agentcredit.evaluate import oracle_query_agreement, searched_queries
+from agentcredit.env.types import ToolCall
+from agentcredit.testbed.oracle_queries import oracle_query_agreement, searched_queries
 from agentcredit.world.oracle import solve
 
 SMALL_WORLD = ["data.world.num_documents=80", "data.world.num_questions=60",

@@ -27,11 +27,18 @@ def test_world_check_prints_its_line():
     assert out["n"] == 10 and out["oracle_success"] >= 0.9
 
 
-def test_eval_policy_prints_success_and_format():
-    out = run_json("scripts/eval_policy.py", "--n", "4", "--split", "val", "--", *TINY_MODEL)
-    assert out["n"] == 4 and 0 <= out["success"] <= 1 and 0 <= out["format_valid"] <= 1
+def test_evaluate_prints_every_figure_of_the_base_policy(tmp_path):
+    out = run_json("scripts/evaluate.py", "split=val", "n=4", "oracle_queries=true", *TINY_MODEL,
+                   f"hydra.run.dir={tmp_path}")
+    assert {"model", "ckpt_path", "split", "n", "success", "format_valid", "well_formed_turns", "answer_kind_match",
+            "mean_tool_calls", "max_tool_calls", "per_template", "finish_reasons", "diagnostics", "temperature",
+            "eval_seed", "seconds", "trajectories", "answer_prior", "oracle_queries"} <= out.keys()
+    assert out["model"] == "tiny" and out["ckpt_path"] is None and out["split"] == "val" and out["n"] == 4
+    assert 0 <= out["success"] <= 1 and 0 <= out["format_valid"] <= 1
     assert 0 <= out["answer_prior"]["mode_success"] <= 1  # success without reading, on the same questions
     assert 0 <= out["well_formed_turns"] <= 1 and 0 <= out["answer_kind_match"] <= 1
+    assert {"first_query", "later_queries", "later_query_count"} <= out["oracle_queries"].keys()
+    assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 4
 
 
 def test_bench_rollout_prints_both_rates_from_one_run():

@@ -1,21 +1,112 @@
-"""Evaluation of a policy on held-out questions: one rollout per question, summary metrics.
+"""Evaluation of a policy on held-out questions: one rollout per question, summary metrics, trajectories.
 
-    python scripts/eval_policy.py --model tiny --split val --n 200
+    python scripts/evaluate.py split=val n=200                 # the configured model's base policy
     python scripts/evaluate.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt split=test
+
+`scripts/evaluate.py` is the command; this module is what it does, in the order it does it:
+`evaluation_config` (a checkpoint's training overrides first, then the command's; every key checked
+before a model loads), `evaluate_policy` (build, load the checkpoint's weights, roll out),
+`write_trajectories` and `result_line` (the JSON line's generic figures). The synthetic world's own
+figures (the answer prior, the oracle's searches) come from `agentcredit.testbed.report`, which
+imports this module and never the other way round. The command's keys (split, n, temperature,
+eval_seed, batch_size, oracle_queries) are declared in conf/eval.yaml.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
-from typing import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
 
 import torch
+import yaml
+from omegaconf import DictConfig
 
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.testbed.answer_prior import answer_kind_match
+from agentcredit.configs import ConfigError, compose_config
+from agentcredit.env.reward import normalize_answer
+from agentcredit.validation import prepare_config
 from agentcredit.world.types import Question
+
+SPLITS = ("train", "val", "test")
+
+
+# ----- the config of an evaluation ----------------------------------------------------------------
+
+
+def training_overrides(ckpt_path: str | None) -> list[str]:
+    """The overrides the checkpoint's run was started with (`<run>/.hydra/overrides.yaml`), if recorded."""
+    if not ckpt_path:
+        return []
+    recorded = Path(ckpt_path).resolve().parents[1] / ".hydra" / "overrides.yaml"
+    if not recorded.exists():
+        return []
+    return [o for o in yaml.safe_load(recorded.read_text()) or [] if not o.startswith(("ckpt_path=", "hydra."))]
+
+
+def merge_overrides(first: Sequence[str], then: Sequence[str]) -> list[str]:
+    """`first` then `then`, a key given in both keeping its value from `then`."""
+    key = lambda override: override.lstrip("+~").split("=", 1)[0]  # noqa: E731
+    later = {key(o) for o in then}
+    return [o for o in first if key(o) not in later] + list(then)
+
+
+def check_evaluation_settings(cfg: DictConfig) -> None:
+    """The keys conf/eval.yaml adds to the run config, each failure one ConfigError line."""
+    from agentcredit import config_checks as checks
+
+    settings = {key: cfg.get(key) for key in ("split", "n", "temperature", "batch_size", "eval_seed", "oracle_queries")}
+    try:
+        checks.need_choice(settings, "split", "", SPLITS)
+        if settings["n"] is not None:  # null: data.n_test or data.n_val questions, the whole train split
+            checks.need_int(settings, "n", "", low=1)
+        checks.need_number(settings, "temperature", "", 0.0)
+        checks.need_int(settings, "batch_size", "", low=1)
+        checks.need_int(settings, "eval_seed", "")
+        checks.need_bool(settings, "oracle_queries", "")
+    except checks.ValueProblem as err:
+        raise ConfigError(str(err)) from None
+    # Checked here, not after the rollout: the oracle replays the synthetic world's question programs.
+    if settings["oracle_queries"] and cfg.data.get("questions_path") is not None:
+        raise ConfigError("oracle_queries=true needs synthetic questions: the oracle cannot solve questions from "
+                          "data.questions_path")
+
+
+def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> DictConfig:
+    """The checked config to evaluate under. With a checkpoint, conf/eval.yaml is composed again with the
+    training run's own overrides first and `command_overrides` after them, so that the model, data
+    (and its split seed) and rollout settings are the run's unless the command says otherwise."""
+    recorded = training_overrides(cfg.get("ckpt_path"))
+    if recorded:
+        cfg = compose_config(merge_overrides(recorded, command_overrides), config_name="eval")
+    check_evaluation_settings(cfg)
+    return prepare_config(cfg)
+
+
+# ----- rollouts ------------------------------------------------------------------------------------
+
+
+def load_policy_weights(policy, ckpt_path: str) -> None:
+    """The policy's weights from a Lightning checkpoint of this project (its `policy.` state_dict entries);
+    a checkpoint that holds none, or weights of another shape, is one CheckpointError line."""
+    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
+
+    prefix = "policy."
+    checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
+    state = {k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
+    if not state:
+        raise CheckpointError(f"{ckpt_path} holds no policy weights; give a checkpoint written by train.py")
+    try:
+        policy.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
+        raise CheckpointError(f"{ckpt_path} does not fit the configured model ({first}); "
+                              "pass the model overrides the run was trained with") from None
 
 
 def rollout_questions(components, questions: Sequence[Question], temperature: float, batch_size: int = 32,
@@ -37,6 +128,52 @@ def rollout_questions(components, questions: Sequence[Question], temperature: fl
         if engine is not None:
             engine.close()
     return out
+
+
+@dataclass
+class Evaluation:
+    cfg: DictConfig  # as `evaluation_config` returned it
+    components: Any  # agentcredit.compose.Components
+    questions: list[Question]
+    trajectories: list[Trajectory]  # one per question, in order
+    seconds: float  # the rollouts' wall time (building and loading excluded)
+
+
+def evaluation_questions(datamodule, cfg: DictConfig) -> list[Question]:
+    """The first `n` questions of the split; `n: null` takes as many as training's own evaluation does."""
+    n = cfg.n if cfg.n is not None else {"test": cfg.data.n_test, "val": cfg.data.n_val}.get(cfg.split)
+    return list(datamodule.split_questions(cfg.split))[:n]
+
+
+def evaluate_policy(cfg: DictConfig) -> Evaluation:
+    """One rollout per question of the checkpoint's policy (`cfg.ckpt_path`), else of the configured
+    model as training would start it (after its warm start)."""
+    from agentcredit.compose import build_components
+
+    # A checkpoint's weights replace the base policy's: no need to load (or build) it first.
+    components = build_components(cfg, base_policy=not cfg.ckpt_path)
+    if cfg.ckpt_path:
+        load_policy_weights(components.policy, cfg.ckpt_path)
+    questions = evaluation_questions(components.datamodule, cfg)
+    start = time.time()
+    trajectories = rollout_questions(components, questions, float(cfg.temperature), int(cfg.batch_size),
+                                     int(cfg.eval_seed))
+    return Evaluation(cfg, components, questions, trajectories, time.time() - start)
+
+
+# ----- figures -------------------------------------------------------------------------------------
+
+
+def is_number(answer: str) -> bool:
+    return normalize_answer(answer).replace(" ", "").isdigit()
+
+
+def answer_kind_match(answers: Sequence[str | None], golds: Sequence[str]) -> float:
+    """Share of given answers that are a number exactly when the gold answer is one: whether a policy
+    at least answers a "how many" or "what year" question with a number and the others with a name.
+    Missing answers (None) are left out; 0.0 when there are none."""
+    pairs = [(a, g) for a, g in zip(answers, golds) if a is not None]
+    return sum(is_number(a) == is_number(g) for a, g in pairs) / len(pairs) if pairs else 0.0
 
 
 def summarise(trajectories: Sequence[Trajectory], questions: Sequence[Question], correct_score: float = 1.0) -> dict:
@@ -64,37 +201,33 @@ def summarise(trajectories: Sequence[Trajectory], questions: Sequence[Question],
     }
 
 
-def searched_queries(trajectory: Trajectory) -> list[str]:
-    """The search queries of a trajectory's well-formed search calls, in order."""
-    from agentcredit.agent.protocol import parse_turn
-
-    queries = []
-    for text in trajectory.turn_texts:
-        turn = parse_turn(text)
-        if turn.kind == "tool" and turn.call.name == "browser.search":
-            queries.append(str(turn.call.arguments.get("query", "")))
-    return queries
+def write_trajectories(evaluation: Evaluation, path: Path) -> Path:
+    """One JSON line per question: `Trajectory.summary()` with the question, its gold answer and template."""
+    with path.open("w") as f:
+        for question, trajectory in zip(evaluation.questions, evaluation.trajectories):
+            record = {"question": question.text, "gold_answer": question.answer, "template": question.template,
+                      **trajectory.summary()}
+            f.write(json.dumps(record, default=float) + "\n")
+    return path
 
 
-def oracle_query_agreement(trajectories: Sequence[Trajectory], questions: Sequence[Question], env_factory,
-                           topn: int = 3) -> dict:
-    """How far rollouts follow the oracle's searches, hop by hop.
+def model_name(cfg: DictConfig) -> str:
+    """The model as the command names it: `tiny`, `smollm2_135m`, or a Hugging Face model's id or path."""
+    return str(cfg.model.get("name_or_path") or cfg.model.kind)
 
-    `first_query`: share of rollouts whose first search is the oracle's first query (the question's
-    entity). `later_queries`: share of the oracle's later queries (names read on the way, one per
-    hop) that the rollout searched for at any point. The oracle plays each question with find and
-    `topn` results, like the warm start's episodes; it only solves synthetic questions."""
-    from agentcredit.world.oracle import solve
 
-    first = later = later_total = 0
-    for trajectory, question in zip(trajectories, questions):
-        env = env_factory()
-        env.reset()
-        episode = solve(question, env, use_find=True, topn=topn)
-        oracle = [str(a.arguments.get("query", "")) for a in episode.actions if a.name == "browser.search"]
-        sampled = searched_queries(trajectory)
-        first += bool(oracle and sampled and sampled[0] == oracle[0])
-        later += sum(q in sampled for q in oracle[1:])
-        later_total += len(oracle[1:])
-    return {"first_query": first / max(len(trajectories), 1), "later_queries": later / max(later_total, 1),
-            "later_query_count": later_total}
+def result_line(evaluation: Evaluation, trajectories_path: Path | None = None, more_figures: dict | None = None) -> dict:
+    """What was evaluated and the figures any policy on any questions gets (`summarise`), then
+    `more_figures` (the caller's: the testbed's, say), then the base policy's info.json record when the
+    policy started from one (last: it is long)."""
+    cfg = evaluation.cfg
+    summary = summarise(evaluation.trajectories, evaluation.questions, float(cfg.env.reward.correct_score))
+    result = {"model": model_name(cfg), "ckpt_path": cfg.ckpt_path, "split": cfg.split, **summary,
+              "temperature": float(cfg.temperature), "eval_seed": int(cfg.eval_seed),
+              "seconds": round(evaluation.seconds, 1)}
+    if trajectories_path is not None:
+        result["trajectories"] = str(trajectories_path)
+    result.update(more_figures or {})
+    if evaluation.components.base_policy_info:
+        result["base_policy"] = evaluation.components.base_policy_info
+    return result

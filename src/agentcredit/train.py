@@ -172,6 +172,15 @@ def one_line_kind(err: BaseException) -> str | None:
     return next((kind for cls, kind in kinds if isinstance(err, cls)), None)
 
 
+def exit_on_one_line_error(err: BaseException) -> None:
+    """`<kind>: <message>` on stderr and exit (status 2 for config and data errors, 1 for the rest) when
+    a user can act on `err` from one line; any other error returns, for the caller to re-raise."""
+    kind = one_line_kind(err)
+    if kind is not None:
+        print(f"{kind}: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2 if kind in ("config error", "data error") else 1) from None
+
+
 def run_job(cfg: DictConfig) -> float:
     """One Hydra job: `run`, with the command-line error handling described in the module docstring."""
     multirun = in_multirun()
@@ -182,10 +191,7 @@ def run_job(cfg: DictConfig) -> float:
         return run(cfg)
     except Exception as err:
         if not multirun:
-            kind = one_line_kind(err)
-            if kind is not None:
-                print(f"{kind}: {err}", file=sys.stderr, flush=True)
-                raise SystemExit(2 if kind in ("config error", "data error") else 1) from None
+            exit_on_one_line_error(err)
             raise
         path = record_failure(run_dir_path(cfg), err)
         log.error(f"job failed, the sweep goes on: {type(err).__name__}: {err} (traceback in {path})")

@@ -10,6 +10,8 @@ and what credit methods gain over it, can be read against it:
 The kind of a question is what its program ends in: the last hop's relation (`creator`, `born`,
 `population`, ...) or its last operation (`count`, `argmax`, `argmin`, `where`). It is a function of
 the question alone (the text is rendered from the program), so a policy could in principle know it.
+Whether a policy's answers are at least of the right kind (a number where the gold answer is one) is
+`agentcredit.evaluate.answer_kind_match`: it needs no program, so it is a figure of any questions.
 """
 
 from __future__ import annotations
@@ -82,16 +84,4 @@ def answer_prior(train: Sequence[Question], questions: Sequence[Question]) -> di
     }
 
 
-def is_number(answer: str) -> bool:
-    return normalize_answer(answer).replace(" ", "").isdigit()
-
-
-def answer_kind_match(answers: Sequence[str | None], golds: Sequence[str]) -> float:
-    """Share of given answers that are a number exactly when the gold answer is one: whether a policy
-    at least answers a "how many" or "what year" question with a number and the others with a name.
-    Missing answers (None) are left out; 0.0 when there are none."""
-    pairs = [(a, g) for a, g in zip(answers, golds) if a is not None]
-    return sum(is_number(a) == is_number(g) for a, g in pairs) / len(pairs) if pairs else 0.0
-
-
-__all__ = ["asked_for", "answers_by_kind", "answer_prior", "answer_kind_match", "is_number"]
+__all__ = ["asked_for", "answers_by_kind", "answer_prior"]

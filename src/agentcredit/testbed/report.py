@@ -1,18 +1,27 @@
-"""The figures a base policy is judged by, written into its info.json and printed by the scripts:
-success on held-out questions against the answer prior of the same questions, the oracle's later
-searches it issues, and TRACE's readiness (testbed/readiness.py)."""
+"""The synthetic world's figures of a policy, beside the generic ones of `agentcredit.evaluate`: success
+without reading on the same questions (the answer prior), the oracle's searches the rollouts issue,
+and TRACE's readiness (testbed/readiness.py). `scripts/evaluate.py` adds the first two to its line;
+a base policy's build writes all three into its info.json (`evaluate_base_policy`).
+
+    python scripts/evaluate.py split=val n=200 oracle_queries=true
+    python scripts/build_base_policy.py
+"""
 
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 import torch
 
-from agentcredit.evaluate import oracle_query_agreement, rollout_questions, summarise
+from agentcredit.agent.trajectory import Trajectory
+from agentcredit.evaluate import rollout_questions, summarise
 from agentcredit.models.reference_scorer import ScoringItem, score_batch
-from agentcredit.testbed.answer_prior import answer_prior
+from agentcredit.testbed.answer_prior import answer_prior, asked_for
 from agentcredit.testbed.notes import answer_note
+from agentcredit.testbed.oracle_queries import oracle_query_agreement
 from agentcredit.testbed.readiness import readiness
+from agentcredit.world.types import Question
 
 
 def reference_scores(policy, chat, trajectories, questions) -> list[torch.Tensor]:
@@ -23,15 +32,27 @@ def reference_scores(policy, chat, trajectories, questions) -> list[torch.Tensor
         return score_batch(policy, items)
 
 
+def synthetic_world_figures(cfg, components, trajectories: Sequence[Trajectory], questions: Sequence[Question], *,
+                            oracle_queries: bool) -> dict:
+    """`answer_prior` (mode and sampled success of guessing by the question's kind) when every question is
+    synthetic, since only those have a kind; `oracle_queries` when asked (the caller makes sure the
+    questions are synthetic: the oracle cannot solve the others)."""
+    figures = {}
+    if all(asked_for(q) is not None for q in questions):
+        prior = answer_prior(components.datamodule.split_questions("train"), questions)
+        figures["answer_prior"] = {k: prior[k] for k in ("mode_success", "sampled_success")}
+    if oracle_queries:
+        figures["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory,
+                                                           topn=cfg.warmstart.search_topn)
+    return figures
+
+
 def evaluate_base_policy(cfg, components, n: int = 200, split: str = "val", temperature: float = 1.0, seed: int = 0) -> dict:
     start = time.time()
     questions = list(components.datamodule.split_questions(split))[:n]
     trajectories = rollout_questions(components, questions, temperature, seed=seed)
     summary = summarise(trajectories, questions)
-    prior = answer_prior(components.datamodule.split_questions("train"), questions)
-    summary["answer_prior"] = {k: prior[k] for k in ("mode_success", "sampled_success")}
-    summary["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory,
-                                                       topn=cfg.warmstart.search_topn)
+    summary.update(synthetic_world_figures(cfg, components, trajectories, questions, oracle_queries=True))
     scores = reference_scores(components.policy, components.chat, trajectories, questions)
     summary["readiness"] = readiness(scores, [t.observations for t in trajectories], [q.answer for q in questions])
     summary.update({"split": split, "temperature": temperature, "seconds": round(time.time() - start, 1)})

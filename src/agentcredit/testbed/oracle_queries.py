@@ -1,0 +1,51 @@
+"""How far a policy's rollouts follow the oracle's searches on the synthetic world, hop by hop: whether
+it reads its way through a question (searching the names it read) or recites memorised queries.
+
+    python scripts/evaluate.py split=val n=200 oracle_queries=true
+
+The oracle (world/oracle.py) solves a question by replaying its program, so only synthetic questions
+have oracle searches to compare against.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from agentcredit.agent.trajectory import Trajectory
+from agentcredit.world.types import Question
+
+
+def searched_queries(trajectory: Trajectory) -> list[str]:
+    """The search queries of a trajectory's well-formed search calls, in order."""
+    from agentcredit.agent.protocol import parse_turn
+
+    queries = []
+    for text in trajectory.turn_texts:
+        turn = parse_turn(text)
+        if turn.kind == "tool" and turn.call.name == "browser.search":
+            queries.append(str(turn.call.arguments.get("query", "")))
+    return queries
+
+
+def oracle_query_agreement(trajectories: Sequence[Trajectory], questions: Sequence[Question], env_factory,
+                           topn: int = 3) -> dict:
+    """How far rollouts follow the oracle's searches, hop by hop.
+
+    `first_query`: share of rollouts whose first search is the oracle's first query (the question's
+    entity). `later_queries`: share of the oracle's later queries (names read on the way, one per
+    hop) that the rollout searched for at any point. The oracle plays each question with find and
+    `topn` results, like the warm start's episodes; it only solves synthetic questions."""
+    from agentcredit.world.oracle import solve
+
+    first = later = later_total = 0
+    for trajectory, question in zip(trajectories, questions):
+        env = env_factory()
+        env.reset()
+        episode = solve(question, env, use_find=True, topn=topn)
+        oracle = [str(a.arguments.get("query", "")) for a in episode.actions if a.name == "browser.search"]
+        sampled = searched_queries(trajectory)
+        first += bool(oracle and sampled and sampled[0] == oracle[0])
+        later += sum(q in sampled for q in oracle[1:])
+        later_total += len(oracle[1:])
+    return {"first_query": first / max(len(trajectories), 1), "later_queries": later / max(later_total, 1),
+            "later_query_count": later_total}
