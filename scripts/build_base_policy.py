@@ -36,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     from agentcredit.configs import compose_config
     from agentcredit.paths import cache_dir
     from agentcredit.testbed.base_policy import SHIPPED, base_policy_key, build_base_policy, save_base_policy
-    from agentcredit.testbed.report import evaluate_base_policy
     from agentcredit.validation import ConfigError, prepare_config
 
     try:
@@ -60,6 +59,24 @@ def main(argv: list[str] | None = None) -> int:
     save_base_policy(components.policy, components.tokenizer, info, out)
     print(json.dumps({"out": str(out), **{k: v for k, v in info.items() if k != "overrides"}}), flush=True)
     return 0
+
+
+def evaluate_base_policy(cfg, components, n: int = 200, split: str = "val", temperature: float = 1.0, seed: int = 0) -> dict:
+    """The figures info.json records: `evaluate.summarise` of one rollout per question, the answer prior and
+    the oracle's searches (`testbed.report.synthetic_world_figures`) and TRACE's readiness."""
+    from agentcredit.evaluate import rollout_questions, summarise
+    from agentcredit.testbed.readiness import readiness
+    from agentcredit.testbed.report import reference_scores, synthetic_world_figures
+
+    start = time.time()
+    questions = list(components.datamodule.split_questions(split))[:n]
+    trajectories = rollout_questions(components, questions, temperature, seed=seed)
+    summary = summarise(trajectories, questions)
+    summary.update(synthetic_world_figures(cfg, components, trajectories, questions, oracle_queries=True))
+    scores = reference_scores(components.policy, components.chat, trajectories, questions)
+    summary["readiness"] = readiness(scores, [t.observations for t in trajectories], [q.answer for q in questions])
+    summary.update({"split": split, "temperature": temperature, "seconds": round(time.time() - start, 1)})
+    return summary
 
 
 if __name__ == "__main__":

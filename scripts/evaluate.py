@@ -34,6 +34,7 @@ from agentcredit.secret_keys import refuse_secret_overrides
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    from agentcredit.compose import build_components
     from agentcredit.evaluate import evaluate_policy, evaluation_config, result_line, write_trajectories
     from agentcredit.testbed.report import synthetic_world_figures
     from agentcredit.train import exit_on_one_line_error, load_env_file
@@ -42,7 +43,7 @@ def main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     try:
         cfg = evaluation_config(cfg, list(hydra_cfg.overrides.task))
-        evaluation = evaluate_policy(cfg)
+        evaluation = evaluate_policy(cfg, build_components(cfg, base_policy=not cfg.ckpt_path))
     except Exception as err:
         exit_on_one_line_error(err)
         raise

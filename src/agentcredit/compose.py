@@ -155,7 +155,7 @@ def build_module(cfg: DictConfig, components):
     lr = train.pop("lr", None) or model_cfg.get("rl_lr", 1e-6)
     settings = TrainSettings(**train, lr=float(lr), seed=int(cfg.seed), samples_dir=str(run_dir_path(cfg)))
     return AgentRLModule(components.policy, reference, components.chat, components.env_factory, components.reward_fn,
-                         components.rollout_cfg, plain(cfg.credit), settings, inputs)
+                         components.rollout_cfg, credit, settings, inputs)
 
 
 def decoder_layer_classes(policy: torch.nn.Module) -> set[type]:

@@ -5,7 +5,7 @@
 
 `scripts/evaluate.py` is the command; this module is what it does, in the order it does it:
 `evaluation_config` (a checkpoint's training overrides first, then the command's; every key checked
-before a model loads), `evaluate_policy` (build, load the checkpoint's weights, roll out),
+before a model loads), `evaluate_policy` (load the checkpoint's weights, roll out),
 `write_trajectories` and `result_line` (the JSON line's generic figures). The synthetic world's own
 figures (the answer prior, the oracle's searches) come from `agentcredit.testbed.report`, which
 imports this module and never the other way round. The command's keys (split, n, temperature,
@@ -145,13 +145,11 @@ def evaluation_questions(datamodule, cfg: DictConfig) -> list[Question]:
     return list(datamodule.split_questions(cfg.split))[:n]
 
 
-def evaluate_policy(cfg: DictConfig) -> Evaluation:
+def evaluate_policy(cfg: DictConfig, components) -> Evaluation:
     """One rollout per question of the checkpoint's policy (`cfg.ckpt_path`), else of the configured
-    model as training would start it (after its warm start)."""
-    from agentcredit.compose import build_components
-
-    # A checkpoint's weights replace the base policy's: no need to load (or build) it first.
-    components = build_components(cfg, base_policy=not cfg.ckpt_path)
+    model as training would start it (after its warm start). `components` come from
+    `compose.build_components(cfg, base_policy=not cfg.ckpt_path)`: a checkpoint's weights replace
+    the base policy's, so it need not be loaded (or built) first."""
     if cfg.ckpt_path:
         load_policy_weights(components.policy, cfg.ckpt_path)
     questions = evaluation_questions(components.datamodule, cfg)

