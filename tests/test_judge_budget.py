@@ -76,7 +76,7 @@ def test_default_judge_configs_cap_replies_and_set_a_budget():
 
 
 def test_a_judge_metric_not_measured_at_a_step_is_absent(tmp_path, monkeypatch):
-    from agentcredit.agent import verification
+    from agentcredit.judge import verification
 
     calls = {"n": 0}
 

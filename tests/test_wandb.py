@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from agentcredit.lit.loggers import redact_secrets
+from agentcredit.secret_keys import redact_secrets
 from agentcredit.lit.wandb_logger import wandb_mode
 from agentcredit.lit.module import AgentRLModule
 from tiny_runs import train_tiny
