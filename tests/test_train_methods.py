@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from tiny_runs import read_metrics, train_tiny
 
@@ -62,7 +63,8 @@ def test_gigpo_and_budget_grpo_train(tmp_path):
     assert {"credit/anchor_share", "credit/step_adv_abs"} <= logged(tmp_path / "gigpo", "credit/")
     samples = [json.loads(line) for line in (tmp_path / "gigpo" / "credit_samples.jsonl").read_text().splitlines()]
     assert all(len(s["step_advantages"]) == s["num_tool_turns"] + 1 for s in samples)
-    train_tiny(tmp_path / "budget", "credit=budget-grpo", "credit.extra_rollouts=1", *MORE)
+    # 3 + 1 rollouts a group with micro-batches of 3: groups straddle micro-batches (as 8 + 2 of 8 do)
+    train_tiny(tmp_path / "budget", "credit=budget-grpo", "credit.extra_rollouts=1", "train.micro_batch_size=3", *MORE)
     rows = read_metrics(tmp_path / "budget")
     assert {float(r["rollout/group_size"]) for r in rows if r.get("rollout/group_size")} == {4.0}  # 3 + 1
 
@@ -72,3 +74,13 @@ def test_a_run_ends_with_the_held_out_evaluation(tmp_path):
     summary = json.loads((tmp_path / "test_summary.json").read_text())
     assert summary["n_test"] == 2 and summary["arm"] == "grpo" and 0 <= summary["test/accuracy"] <= 1
     assert {"test/accuracy", "test/format_valid", "test/tool_calls"} <= logged(tmp_path, "test/")
+
+
+def test_advantage_rows_cut_each_row_to_its_own_rollout():
+    """Budget-matched GRPO's groups of G + extra rollouts straddle micro-batches: a row padded to its
+    group's longest rollout (5 tokens) must fit a micro-batch whose longest sequence has 4."""
+    from agentcredit.lit.module import advantage_rows
+
+    group_padded = [torch.tensor([0.0, 0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, -1.0, -1.0, -1.0, 0.0])]
+    rows = advantage_rows(group_padded, [3, 4], torch.zeros(2, 4))
+    assert rows.tolist() == [[0.0, 0.5, 0.5, 0.0], [0.0, -1.0, -1.0, -1.0]]

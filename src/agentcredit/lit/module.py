@@ -32,6 +32,16 @@ from agentcredit.lit.logprobs import token_logprobs
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
 
 
+def advantage_rows(advantages: list[torch.Tensor], lengths: list[int], like: torch.Tensor) -> torch.Tensor:
+    """A micro-batch's advantages (B, L) shaped like its padded tensors `like`. A rollout's row arrives
+    padded to its group's longest rollout, which may sit in another micro-batch (groups of G + extra
+    rollouts straddle micro-batches), so each row is cut to its own rollout's length."""
+    rows = torch.zeros_like(like)
+    for i, (row, length) in enumerate(zip(advantages, lengths)):
+        rows[i, :length] = row[:length].to(rows.device)
+    return rows
+
+
 class NonFiniteTraining(RuntimeError):
     """A step whose loss or gradient is NaN or inf; the run stops before that step is saved."""
 
@@ -157,9 +167,8 @@ class AgentRLModule(L.LightningModule):
         for start in range(0, len(trajectories), mb):
             chunk = trajectories[start : start + mb]
             batch = {k: v.to(self.device) for k, v in pad_batch(chunk, pad_id).items()}
-            adv = torch.zeros_like(batch["loss_mask"])
-            for i, a in enumerate(advantages[start : start + mb]):
-                adv[i, : a.shape[0]] = a.to(self.device)
+            adv = advantage_rows(advantages[start : start + mb], [len(t.input_ids) for t in chunk],
+                                 batch["loss_mask"]).to(self.device)
             temperature = self.rollout_cfg.temperature
             # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
             positions = None if self._sharded else batch["loss_mask"]
