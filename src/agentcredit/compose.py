@@ -1,7 +1,8 @@
 """The composition root: every object of a run, built from the config groups, in one place.
 
-    run = build_run(cfg)              # what train.run fits: datamodule, policy, LightningModule, Trainer
-    components = build_components(cfg)  # the data, environment and policy alone (evaluation, scripts)
+    components = build_components(cfg)             # data, environment, reward, policy (evaluation, scripts)
+    module = build_module(cfg, components)         # the LightningModule with what its credit method needs
+    trainer = build_trainer(cfg, components.policy)  # train.run fits the module with these three
 
 Order matters only where one object needs another: the world (and its corpus) comes first because
 the tiny testbed fits its tokenizer on it; the base policy is restored (or built) into the plain
@@ -208,16 +209,3 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
         logger=build_logger(cfg, out),
         callbacks=build_callbacks(cfg, out),
     )
-
-
-@dataclass
-class Run:
-    components: Components
-    module: Any  # AgentRLModule
-    trainer: Any  # lightning.Trainer
-
-
-def build_run(cfg: DictConfig) -> Run:
-    """The objects `train.run` fits and tests, from a config `validation.prepare_config` has checked."""
-    components = build_components(cfg)
-    return Run(components, build_module(cfg, components), build_trainer(cfg, components.policy))

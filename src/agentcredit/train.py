@@ -94,7 +94,7 @@ def run_summary(metrics_csv: Path) -> str:
 
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
-    from agentcredit.compose import build_run
+    from agentcredit.compose import build_components, build_module, build_trainer
     from agentcredit.lit.wandb_logger import finish_wandb
 
     load_env_file()
@@ -107,8 +107,10 @@ def run(cfg: DictConfig) -> float:
     test_metrics: dict = {}
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        built = build_run(cfg)
-        trainer, module, datamodule = built.trainer, built.module, built.components.datamodule
+        components = build_components(cfg)  # world, environment, reward, policy (after its warm start)
+        module = build_module(cfg, components)  # credit config split once; reference, judge, verifier
+        trainer = build_trainer(cfg, components.policy)
+        datamodule = components.datamodule
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
         if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
