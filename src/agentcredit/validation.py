@@ -72,6 +72,15 @@ def _check_ignored_values(ignored: dict) -> None:
         validate_credit_config(owners[key][0], {key: value})
 
 
+def group_kinds(group: str) -> tuple[str, ...]:
+    """The `kind`s the files of a config group declare (conf/<group>/*.yaml): a new file is a new kind,
+    with no second list to keep in step."""
+    from agentcredit.paths import config_dir
+
+    files = sorted((config_dir() / group).glob("*.yaml"))
+    return tuple(dict.fromkeys(str(OmegaConf.load(f).get("kind")) for f in files if OmegaConf.load(f).get("kind")))
+
+
 def missing_values(node, prefix: str = "") -> list[str]:
     """Keys whose value is ??? (without resolving interpolations, which would fail on the first of them)."""
     missing = []
@@ -145,7 +154,7 @@ def validate_config(cfg: DictConfig) -> None:
     lr = train.get("lr")
     _require(lr is None or (isinstance(lr, (int, float)) and lr > 0), f"train.lr must be null or a number > 0, got {lr!r}")
 
-    kinds = ("csv", "wandb", "none")
+    kinds = group_kinds("logger")
     logger = plain(cfg.logger)
     _require(logger.get("kind") in kinds, f"logger.kind must be one of {list(kinds)}, got {logger.get('kind')!r}")
     if logger["kind"] == "wandb":
@@ -161,7 +170,7 @@ def validate_config(cfg: DictConfig) -> None:
     _require(plain(cfg.rollout).get("engine") != "vllm" or not strategy.startswith(("ddp", "fsdp")),
              f"rollout.engine=vllm runs with one training process for now (trainer.strategy={strategy}); "
              "use rollout.engine=hf with ddp/fsdp")
-    model_kinds = ("tiny", "smollm2_135m", "hf")
+    model_kinds = group_kinds("model")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")
 
