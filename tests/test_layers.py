@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "agentcredit"
 
 # area -> areas it may import (besides itself and the base modules). Anything else runs up a layer.
@@ -98,15 +100,7 @@ def test_the_checker_sees_a_circle_and_an_upward_import(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "SRC", fake)
     graph = imports()
     assert graph["agentcredit.env.browser"] == {"agentcredit.agent.rollout"}
-    try:
+    with pytest.raises(AssertionError, match="agentcredit.env.browser -> agentcredit.agent.rollout"):
         test_imports_run_down_the_layers()
-    except AssertionError as err:
-        assert "agentcredit.env.browser -> agentcredit.agent.rollout" in str(err)
-    else:
-        raise AssertionError("the upward import env -> agent was not reported")
-    try:
+    with pytest.raises(AssertionError, match="import circle"):
         test_no_import_circles()
-    except AssertionError as err:
-        assert "import circle" in str(err)
-    else:
-        raise AssertionError("the circle env <-> agent was not reported")

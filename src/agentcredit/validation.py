@@ -77,8 +77,8 @@ def group_kinds(group: str) -> tuple[str, ...]:
     with no second list to keep in step."""
     from agentcredit.paths import config_dir
 
-    files = sorted((config_dir() / group).glob("*.yaml"))
-    return tuple(dict.fromkeys(str(OmegaConf.load(f).get("kind")) for f in files if OmegaConf.load(f).get("kind")))
+    declared = (OmegaConf.load(f).get("kind") for f in sorted((config_dir() / group).glob("*.yaml")))
+    return tuple(dict.fromkeys(str(kind) for kind in declared if kind))
 
 
 def missing_values(node, prefix: str = "") -> list[str]:
