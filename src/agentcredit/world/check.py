@@ -9,7 +9,8 @@ prints one JSON line:
   single_doc_success  share it answers when it may open only one page
   mean_tool_calls     tool calls per episode of the free oracle (the answer is not a tool call)
   max_tool_calls
-The world is conf/data/<preset>.yaml (default: the realistic world), with the given knobs on top.
+The world is conf/data/<preset>.yaml (default: the realistic world), with the given knobs on top,
+browsed through conf/env/<preset>.yaml's view (the testbed's shows a fact's value only in find results).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from agentcredit.world.oracle import solve
 from agentcredit.world.splits import SPLITS, split_questions
 
 
-def check_world(world, questions, retriever: str = "dense", cache_dir=None) -> dict:
+def check_world(world, questions, retriever: str = "dense", cache_dir=None, browser: dict | None = None) -> dict:
+    """`browser`: BrowserEnv keyword arguments (the view: search leads, lines an open shows, ...)."""
     corpus = Corpus(world.documents)
-    env = BrowserEnv(corpus, build_retriever(retriever, corpus, cache_dir=cache_dir))
+    env = BrowserEnv(corpus, build_retriever(retriever, corpus, cache_dir=cache_dir), **(browser or {}))
     solved: dict[str, list[bool]] = defaultdict(list)
     single, calls = [], []
     for q in questions:
@@ -55,17 +57,21 @@ def check_world(world, questions, retriever: str = "dense", cache_dir=None) -> d
     }
 
 
-def preset_world(preset: str, **given) -> WorldConfig:
-    """The world config of a data preset, with the knobs in `given` that are not None on top."""
+def preset_world(preset: str, **given) -> tuple[WorldConfig, dict]:
+    """The world config of a data preset, with the knobs in `given` that are not None on top, and the
+    BrowserEnv keyword arguments of the env preset of the same name."""
     from omegaconf import OmegaConf
 
     from agentcredit.configs import compose_config  # the CLI only: the world package itself reads no config files
+    from agentcredit.env.factory import browser_kwargs
 
     try:
-        world = OmegaConf.to_container(compose_config([f"data={preset}"]).data.get("world") or {}, resolve=True)
+        cfg = compose_config([f"data={preset}", f"env={preset}"])
     except Exception as error:
         raise SystemExit(f"check: no world preset {preset!r} ({type(error).__name__}); use default or testbed") from None
-    return WorldConfig.from_mapping({**world, **{k: v for k, v in given.items() if v is not None}})
+    world = OmegaConf.to_container(cfg.data.get("world") or {}, resolve=True)
+    browser = browser_kwargs(OmegaConf.to_container(cfg.env, resolve=True))
+    return WorldConfig.from_mapping({**world, **{k: v for k, v in given.items() if v is not None}}), browser
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -85,13 +91,13 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--n must be >= 1")
 
     start = time.time()
-    cfg = preset_world(args.preset, seed=args.seed, num_documents=args.num_documents,
+    cfg, browser = preset_world(args.preset, seed=args.seed, num_documents=args.num_documents,
                        num_questions=args.num_questions, hops_max=args.hops_max)
     world = load_or_generate_world(cfg, use_cache=not args.no_cache)
     questions = split_questions(world)[args.split][: args.n]
     if len(questions) < args.n:
         print(f"[check] the {args.split} split holds only {len(questions)} questions", file=sys.stderr)
-    result = check_world(world, questions, args.retriever)
+    result = check_world(world, questions, args.retriever, browser=browser)
     print(json.dumps(result))
     print(f"[check] {time.time() - start:.1f}s, preset={args.preset}, retriever={args.retriever}", file=sys.stderr)
     return result
