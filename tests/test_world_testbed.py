@@ -1,4 +1,5 @@
-"""The testbed world preset (data=testbed, chosen by model=tiny): relation lines, chain questions, its check."""
+"""The testbed world preset (data=testbed, chosen by model=tiny): relation lines, chain questions, its check,
+and its browser view (env=testbed): a fact's value first shows in a find result."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ import re
 from test_scripts import run_json
 
 from agentcredit.configs import compose_config
+from agentcredit.env.browser import BrowserEnv
+from agentcredit.env.corpus import Corpus
+from agentcredit.env.factory import browser_kwargs
+from agentcredit.env.retrieval import build_retriever
+from agentcredit.testbed.readiness import revealing_turn
 from agentcredit.world.config import WorldConfig
 from agentcredit.world.generator import generate_world
+from agentcredit.world.oracle import solve
 from agentcredit.world.sentences import CUES, parse_fact
 
 
@@ -66,3 +73,36 @@ def test_the_testbed_preset_passes_the_world_check():
     out = run_json("-m", "agentcredit.world.check", "--preset", "testbed", "--n", "40", "--split", "val", "--retriever", "bm25")
     assert out["n"] == 40 and out["oracle_success"] >= 0.95 and out["single_doc_success"] <= 0.05
     assert all(v >= 0.9 for v in out["per_template"].values())
+
+
+def test_model_tiny_selects_the_testbed_view_and_real_models_the_default_one():
+    assert compose_config([]).env.summary_chars == 0 and compose_config([]).env.default_num_lines == 1
+    default = compose_config(["env=default"]).env
+    assert default.summary_chars == 100 and default.default_num_lines == 12
+    assert dict(compose_config(["model=smollm2_135m"]).env) == dict(default)
+    assert dict(compose_config(["model=hf"]).env) == dict(default)
+
+
+def first_sight_tools(env_preset: str) -> list:
+    """For the oracle's episodes that see the gold answer: the tool whose observation first shows it."""
+    world = generate_world(shrunk_testbed_world())
+    corpus = Corpus(world.documents)
+    kwargs = browser_kwargs(dict(compose_config([f"env={env_preset}"]).env))
+    env = BrowserEnv(corpus, build_retriever("bm25", corpus), **kwargs)
+    tools = []
+    for q in world.questions[:30]:
+        env.reset()
+        episode = solve(q, env, topn=3)
+        k = revealing_turn(episode.observations, q.answer)
+        if k is not None:  # bm25 on this small world misses a few pages; those episodes never see the answer
+            tools.append(episode.actions[k].name)
+    assert len(tools) >= 20, tools
+    return tools
+
+
+def test_in_the_testbed_view_the_answer_first_shows_in_a_find_result():
+    # TRACE's readiness is measured on the turn that first shows the answer; the testbed's policy reads a
+    # value from a find line, so that is where the view puts it (in the default view: a search lead)
+    testbed, default = first_sight_tools("testbed"), first_sight_tools("default")
+    assert testbed.count("browser.find") >= 0.9 * len(testbed), testbed
+    assert default.count("browser.find") <= 0.2 * len(default), default
