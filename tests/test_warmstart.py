@@ -192,3 +192,16 @@ def test_episodes_cut_off_by_the_turn_limit_are_played_again_without_find_then_w
     plain = WarmStartConfig(episodes=2, p_use_find=0.0, p_vague_query=1.0, p_wrong_open=0.0, p_premature_answer=0.0)
     examples = build_examples([(_LimitedWorker(limit=2), "q")], solve, plain, ["guess"], progress=False)
     assert asked == [False] * 2 and len(examples) == 2
+
+
+def test_the_shipped_base_policy_matches_the_default_settings():
+    # `make train` loads testbed/shipped/ by key; a changed default (world, browser view, recipe, model)
+    # must come with a rebuild (python scripts/build_base_policy.py), or every default run stops at start
+    import agentcredit.testbed.base_policy as bp
+    from agentcredit.validation import prepare_config
+
+    cfg = prepare_config(compose_config([]))
+    key = bp.base_policy_key(cfg, build_components(cfg, progress=False, base_policy=False))
+    shipped = bp.read_info(bp.SHIPPED)
+    assert shipped is not None and shipped["key"] == key, (
+        f"shipped base policy {shipped and shipped.get('key')} was built for other settings than the defaults' {key}")
