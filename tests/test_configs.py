@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from agentcredit.compose import build_components
+from agentcredit.configs import register_config_nodes
 from agentcredit.paths import config_dir
 from agentcredit.validation import ConfigError, knob_owners, prepare_config
 from tiny_runs import cli, tiny_config
@@ -35,6 +36,7 @@ def instantiate(cfg):
 
 
 def sweep_params(*overrides: str) -> dict[str, list[str]]:
+    register_config_nodes()  # compose_config does this; composing directly (for the hydra node) must too
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
     params = cfg.hydra.sweeper.params or {}

@@ -11,6 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from agentcredit.configs import register_config_nodes
 from agentcredit.lit import datamodule as dm_mod
 from agentcredit.lit.datamodule import QuestionDataModule
 from agentcredit.world.cache import world_cache_path
@@ -102,6 +103,7 @@ def test_world_is_cached_on_disk():
 
 
 def test_from_config_composes_the_real_configs():
+    register_config_nodes()  # as every entry point does before Hydra composes (credit/_sweepable, credit/_defaults)
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose(config_name="config", overrides=["data.world.num_documents=80", "data.world.num_questions=60",
                                                        "data.prompts_per_step=2", "seed=3"])
