@@ -60,17 +60,15 @@ def check_world(world, questions, retriever: str = "dense", cache_dir=None, brow
 def preset_world(preset: str, **given) -> tuple[WorldConfig, dict]:
     """The world config of a data preset, with the knobs in `given` that are not None on top, and the
     BrowserEnv keyword arguments of the env preset of the same name."""
-    from omegaconf import OmegaConf
-
-    from agentcredit.configs import compose_config  # the CLI only: the world package itself reads no config files
+    from agentcredit.configs import compose_config, plain  # the CLI only: the world package reads no config files
     from agentcredit.env.factory import browser_kwargs
 
     try:
         cfg = compose_config([f"data={preset}", f"env={preset}"])
     except Exception as error:
         raise SystemExit(f"check: no world preset {preset!r} ({type(error).__name__}); use default or testbed") from None
-    world = OmegaConf.to_container(cfg.data.get("world") or {}, resolve=True)
-    browser = browser_kwargs(OmegaConf.to_container(cfg.env, resolve=True))
+    world = plain(cfg.data.get("world") or {})
+    browser = browser_kwargs(plain(cfg.env))
     return WorldConfig.from_mapping({**world, **{k: v for k, v in given.items() if v is not None}}), browser
 
 
