@@ -32,12 +32,17 @@ def test_evaluate_prints_every_figure_of_the_base_policy(tmp_path):
                    f"hydra.run.dir={tmp_path}")
     assert {"model", "ckpt_path", "split", "n", "success", "format_valid", "well_formed_turns", "answer_kind_match",
             "mean_tool_calls", "max_tool_calls", "per_template", "finish_reasons", "diagnostics", "temperature",
-            "eval_seed", "seconds", "trajectories", "answer_prior", "oracle_queries"} <= out.keys()
+            "eval_seed", "seconds", "trajectories", "answer_prior", "oracle_queries", "hop_funnel"} <= out.keys()
     assert out["model"] == "tiny" and out["ckpt_path"] is None and out["split"] == "val" and out["n"] == 4
     assert 0 <= out["success"] <= 1 and 0 <= out["format_valid"] <= 1
     assert 0 <= out["answer_prior"]["mode_success"] <= 1  # success without reading, on the same questions
     assert 0 <= out["well_formed_turns"] <= 1 and 0 <= out["answer_kind_match"] <= 1
     assert {"first_query", "later_queries", "later_query_count"} <= out["oracle_queries"].keys()
+    funnel = out["hop_funnel"]  # every testbed question is a chain of hops, and each rollout fails once at most
+    assert funnel["chains"] == 4 and sum(funnel["first_failure"].values()) == 4
+    # every rollout reaches its chain's first search
+    assert sum(reached for stage, (_, reached) in funnel["stages"].items() if stage.endswith("searched")
+               and stage.startswith("1/")) == 4
     assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 4
 
 

@@ -27,6 +27,17 @@ def searched_queries(trajectory: Trajectory) -> list[str]:
     return queries
 
 
+def oracle_searches(question: Question, env_factory, topn: int = 3) -> list[str]:
+    """The search queries of the oracle's episode on `question`, played with find and `topn` results like
+    the warm start's episodes (synthetic questions only)."""
+    from agentcredit.world.oracle import solve
+
+    env = env_factory()
+    env.reset()
+    episode = solve(question, env, use_find=True, topn=topn)
+    return [str(a.arguments.get("query", "")) for a in episode.actions if a.name == "browser.search"]
+
+
 def oracle_query_agreement(trajectories: Sequence[Trajectory], questions: Sequence[Question], env_factory,
                            topn: int = 3) -> dict:
     """How far rollouts follow the oracle's searches, hop by hop.
@@ -35,14 +46,9 @@ def oracle_query_agreement(trajectories: Sequence[Trajectory], questions: Sequen
     entity). `later_queries`: share of the oracle's later queries (names read on the way, one per
     hop) that the rollout searched for at any point. The oracle plays each question with find and
     `topn` results, like the warm start's episodes; it only solves synthetic questions."""
-    from agentcredit.world.oracle import solve
-
     first = later = later_total = 0
     for trajectory, question in zip(trajectories, questions):
-        env = env_factory()
-        env.reset()
-        episode = solve(question, env, use_find=True, topn=topn)
-        oracle = [str(a.arguments.get("query", "")) for a in episode.actions if a.name == "browser.search"]
+        oracle = oracle_searches(question, env_factory, topn)
         sampled = searched_queries(trajectory)
         first += bool(oracle and sampled and sampled[0] == oracle[0])
         later += sum(q in sampled for q in oracle[1:])

@@ -1,7 +1,8 @@
 """The synthetic world's figures of a policy, beside the generic ones of `agentcredit.evaluate`: success
 without reading on the same questions (the answer prior), the oracle's searches the rollouts issue,
-and TRACE's readiness (testbed/readiness.py). `scripts/evaluate.py` adds the first two to its line;
-a base policy's build writes all three into its info.json (`evaluate_base_policy`).
+the stage of a hop where a rollout first goes wrong (testbed/hop_funnel.py) and TRACE's readiness
+(testbed/readiness.py). `scripts/evaluate.py` adds all but the last to its line;
+a base policy's build writes all four into its info.json (`evaluate_base_policy`).
 
     python scripts/evaluate.py split=val n=200 oracle_queries=true
     python scripts/build_base_policy.py
@@ -17,7 +18,8 @@ from agentcredit.agent.trajectory import Trajectory
 from agentcredit.models.reference_scorer import ScoringItem, score_batch
 from agentcredit.testbed.answer_prior import answer_prior, asked_for
 from agentcredit.testbed.notes import answer_note
-from agentcredit.testbed.oracle_queries import oracle_query_agreement
+from agentcredit.testbed.hop_funnel import hop_funnel
+from agentcredit.testbed.oracle_queries import oracle_query_agreement, oracle_searches
 from agentcredit.world.types import Question
 
 
@@ -32,13 +34,16 @@ def reference_scores(policy, chat, trajectories, questions) -> list[torch.Tensor
 def synthetic_world_figures(cfg, components, trajectories: Sequence[Trajectory], questions: Sequence[Question], *,
                             oracle_queries: bool) -> dict:
     """`answer_prior` (mode and sampled success of guessing by the question's kind) when every question is
-    synthetic, since only those have a kind; `oracle_queries` when asked (the caller makes sure the
-    questions are synthetic: the oracle cannot solve the others)."""
+    synthetic, since only those have a kind; `oracle_queries` and `hop_funnel` when asked (the caller
+    makes sure the questions are synthetic: the oracle cannot solve the others)."""
     figures = {}
     if all(asked_for(q) is not None for q in questions):
         prior = answer_prior(components.datamodule.split_questions("train"), questions)
         figures["answer_prior"] = {k: prior[k] for k in ("mode_success", "sampled_success")}
     if oracle_queries:
-        figures["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory,
-                                                           topn=cfg.warmstart.search_topn)
+        topn = cfg.warmstart.search_topn
+        figures["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory, topn=topn)
+        searches = [oracle_searches(q, components.env_factory, topn) for q in questions]
+        # a copy stage exists only where the policy writes plan notes, which copy each fact it reads
+        figures["hop_funnel"] = hop_funnel(trajectories, questions, searches, copies=cfg.model.get("answer_note") == "plan")
     return figures
