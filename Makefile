@@ -28,6 +28,6 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(ARGS)
 
-# Rebuild the tiny testbed's shipped base policy (src/agentcredit/testbed/shipped/; about an hour on 2 cores, resumable).
+# Rebuild the tiny testbed's shipped base policy (src/agentcredit/testbed/shipped/; about 1.5 h on one thread, resumable).
 base-policy: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) scripts/build_base_policy.py $(ARGS)

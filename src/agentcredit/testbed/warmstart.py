@@ -39,7 +39,7 @@ from agentcredit.world.types import Question
 @dataclass
 class WarmStartConfig:
     episodes: int = 3000  # oracle episodes rendered into training sequences
-    steps: int = 300
+    steps: int = 900
     batch_size: int = 16
     lr: float = 5e-3
     weight_decay: float = 0.01
@@ -51,7 +51,7 @@ class WarmStartConfig:
     p_use_find: float = 1.0  # per episode: the oracle locates facts with find (else reads the opened page); 1.0 made hops learnable
     search_topn: int = 3  # the oracle's topn: fewer results keep training sequences short
     aux_worlds: int = 4  # extra synthetic worlds (same knobs, seeds world.seed+1..) whose questions the episodes also draw on
-    window_steps: int = 1200  # first phase: steps on turn windows alone; 0 skips it
+    window_steps: int = 2400  # first phase: steps on turn windows alone; 0 skips it
     window_batch_size: int = 32
     window_mix: int = 16  # windows added to every episode step, so the episodes do not erase what they taught
     guess_by_kind: bool = True  # premature answers guess a training answer of the question's kind, not any page title
