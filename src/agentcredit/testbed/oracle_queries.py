@@ -40,18 +40,20 @@ def oracle_searches(question: Question, env_factory, topn: int = 3) -> list[str]
 
 def oracle_query_agreement(trajectories: Sequence[Trajectory], questions: Sequence[Question], env_factory,
                            topn: int = 3) -> dict:
-    """How far rollouts follow the oracle's searches, hop by hop.
+    """How far rollouts follow the oracle's searches, hop by hop (`query_agreement`). The oracle plays each
+    question with find and `topn` results, like the warm start's episodes; it only solves synthetic questions."""
+    return query_agreement(trajectories, [oracle_searches(q, env_factory, topn) for q in questions])
 
-    `first_query`: share of rollouts whose first search is the oracle's first query (the question's
-    entity). `later_queries`: share of the oracle's later queries (names read on the way, one per
-    hop) that the rollout searched for at any point. The oracle plays each question with find and
-    `topn` results, like the warm start's episodes; it only solves synthetic questions."""
+
+def query_agreement(trajectories: Sequence[Trajectory], oracle: Sequence[Sequence[str]]) -> dict:
+    """`first_query`: share of rollouts whose first search is their oracle's first query (the question's
+    entity). `later_queries`: share of the oracle's later queries (names read on the way, one per hop)
+    that the rollout searched for at any point. `oracle[i]`: the oracle's searches for trajectory i."""
     first = later = later_total = 0
-    for trajectory, question in zip(trajectories, questions):
-        oracle = oracle_searches(question, env_factory, topn)
+    for trajectory, searches in zip(trajectories, oracle):
         sampled = searched_queries(trajectory)
-        first += bool(oracle and sampled and sampled[0] == oracle[0])
-        later += sum(q in sampled for q in oracle[1:])
-        later_total += len(oracle[1:])
+        first += bool(searches and sampled and sampled[0] == searches[0])
+        later += sum(q in sampled for q in searches[1:])
+        later_total += len(searches[1:])
     return {"first_query": first / max(len(trajectories), 1), "later_queries": later / max(later_total, 1),
             "later_query_count": later_total}

@@ -19,7 +19,7 @@ from agentcredit.models.reference_scorer import ScoringItem, score_batch
 from agentcredit.testbed.answer_prior import answer_prior, asked_for
 from agentcredit.testbed.notes import answer_note
 from agentcredit.testbed.hop_funnel import hop_funnel
-from agentcredit.testbed.oracle_queries import oracle_query_agreement, oracle_searches
+from agentcredit.testbed.oracle_queries import oracle_searches, query_agreement
 from agentcredit.world.types import Question
 
 
@@ -41,9 +41,9 @@ def synthetic_world_figures(cfg, components, trajectories: Sequence[Trajectory],
         prior = answer_prior(components.datamodule.split_questions("train"), questions)
         figures["answer_prior"] = {k: prior[k] for k in ("mode_success", "sampled_success")}
     if oracle_queries:
-        topn = cfg.warmstart.search_topn
-        figures["oracle_queries"] = oracle_query_agreement(trajectories, questions, components.env_factory, topn=topn)
-        searches = [oracle_searches(q, components.env_factory, topn) for q in questions]
+        # the oracle is played once per question; both figures compare the rollouts with its searches
+        searches = [oracle_searches(q, components.env_factory, cfg.warmstart.search_topn) for q in questions]
+        figures["oracle_queries"] = query_agreement(trajectories, searches)
         # a copy stage exists only where the policy writes plan notes, which copy each fact it reads
         figures["hop_funnel"] = hop_funnel(trajectories, questions, searches, copies=cfg.model.get("answer_note") == "plan")
     return figures
