@@ -25,6 +25,7 @@ ALLOWED = {
     "compose": {"validation", "testbed", "lit", "judge", "models", "agent", "env", "world"},
     "evaluate": {"validation", "compose", "lit", "models", "agent", "env", "world"},
     "train": {"validation", "compose", "evaluate", "testbed", "lit", "judge", "models", "agent", "env", "world"},
+    "fidelity": {"validation", "compose", "evaluate", "lit", "judge", "models", "agent", "env", "world"},
     "comparison": set(),
 }
 

@@ -117,21 +117,26 @@ def tokenizer_corpus(world) -> list[str]:
     return texts
 
 
-def build_module(cfg: DictConfig, components):
-    from agentcredit.credit.config import split_credit_config
-    from agentcredit.credit.registry import get_credit
+def build_credit_inputs(cfg: DictConfig, components, credit, method, references: dict | None = None):
+    """What `method` needs beyond the rollouts (`lit.credit_inputs.CreditInputs`), as its registry entry
+    declares: the frozen reference and its scorer, a judge-driven segment verifier. `references` (reference
+    path -> ReferenceModel) lets several methods measured on the same policy share one reference copy
+    (scripts/credit_fidelity.py); it must be filled before any checkpoint replaces the initial weights."""
     from agentcredit.lit.credit_inputs import CreditInputs
-    from agentcredit.lit.module import AgentRLModule, TrainSettings
     from agentcredit.models.reference import build_reference
     from agentcredit.models.reference_scorer import ScoringItem, score_batch
 
-    credit = split_credit_config(plain(cfg.credit))
-    method = get_credit(credit.name)
     model_cfg = plain(cfg.model)
     needs_reference = method.needs_reference_scores or credit.loss.get("kl_coef", 0) > 0
     reference = None
     if needs_reference:
-        reference = build_reference(components.policy, model_cfg, path=credit.run.get("reference_path"))
+        path = credit.run.get("reference_path")
+        if references is not None and path in references:
+            reference = references[path]
+        else:
+            reference = build_reference(components.policy, model_cfg, path=path)
+            if references is not None:
+                references[path] = reference
 
     def score_fn(ref, items):
         return score_batch(ref, [ScoringItem(torch.tensor(i), b, o, a) for i, b, o, a in items])
@@ -149,13 +154,24 @@ def build_module(cfg: DictConfig, components):
         from agentcredit.testbed.notes import answer_note
 
         answer_reasoning = answer_note  # the testbed's reference writes its plan note before every answer
-    inputs = CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
-                          answer_reasoning=answer_reasoning)
+    return CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
+                        answer_reasoning=answer_reasoning)
+
+
+def build_module(cfg: DictConfig, components):
+    from agentcredit.credit.config import split_credit_config
+    from agentcredit.credit.registry import get_credit
+    from agentcredit.lit.module import AgentRLModule, TrainSettings
+
+    credit = split_credit_config(plain(cfg.credit))
+    method = get_credit(credit.name)
+    model_cfg = plain(cfg.model)
+    inputs = build_credit_inputs(cfg, components, credit, method)
 
     train = plain(cfg.train)
     lr = train.pop("lr", None) or model_cfg.get("rl_lr", 1e-6)
     settings = TrainSettings(**train, lr=float(lr), seed=int(cfg.seed), samples_dir=str(run_dir_path(cfg)))
-    return AgentRLModule(components.policy, reference, components.chat, components.env_factory, components.reward_fn,
+    return AgentRLModule(components.policy, inputs.reference, components.chat, components.env_factory, components.reward_fn,
                          components.rollout_cfg, credit, settings, inputs)
 
 

@@ -132,12 +132,19 @@ class RolloutWorker:
 
         ProVer verifies a segment from the states before and after it; one batch for both halves
         the number of sequential decode steps."""
-        for boundary in boundaries:
+        return self.continue_from_states([(trajectory, b) for b in boundaries], question, n)
+
+    def continue_from_states(self, states: Sequence[tuple[Trajectory, int]], question: Question,
+                             n: int) -> list[list[Trajectory]]:
+        """n continuations from each state S_b of the (trajectory, b) pairs, possibly of several rollouts of
+        one question, all sampled in one batch (the credit-fidelity ground truth measures every state of a
+        group at once)."""
+        for trajectory, boundary in states:
             if not 0 <= boundary <= trajectory.num_tool_turns:
                 raise ValueError(f"boundary {boundary} is outside 0..{trajectory.num_tool_turns}")
-        live = [self._resume(trajectory, boundary, question, index) for index, boundary in enumerate(boundaries)
-                for _ in range(n)]
-        out: list[list[Trajectory]] = [[] for _ in boundaries]
+        live = [self._resume(trajectory, boundary, question, index)
+                for index, (trajectory, boundary) in enumerate(states) for _ in range(n)]
+        out: list[list[Trajectory]] = [[] for _ in states]
         for item in self._run(live):
             out[item.request].append(item.traj)
         return out

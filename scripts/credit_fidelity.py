@@ -1,0 +1,90 @@
+"""How right is each method's turn credit? Every method's credit against Monte Carlo ground truth.
+
+    python scripts/credit_fidelity.py                                         # conf/fidelity.yaml's defaults
+    python scripts/credit_fidelity.py n=32 group_size=8 mc=16 methods=[grpo,trace,trace_k0,prover_heuristic,gigpo]
+    python scripts/credit_fidelity.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt   # a trained policy
+    python scripts/credit_fidelity.py export=docs/results/fidelity/<name>    # and copy the results there
+    python scripts/credit_fidelity.py from_turns=docs/results/fidelity/<name>  # its reports again, no model
+
+For n questions of the split, G rollouts of the policy; M continuations from every state a rollout acted
+from give V̂(S_k) and the ground-truth advantage A* of each turn (agentcredit.fidelity.ground_truth); every
+method listed gives its turn credit on the same rollouts through the path training takes
+(agentcredit.fidelity.methods). Writes into the Hydra run folder turns.jsonl (one record per question,
+appended as each finishes: run again with hydra.run.dir=<folder> to finish an interrupted measurement),
+fidelity.json (every figure with its 95% bootstrap interval over questions), fidelity.md (the table),
+fidelity.png (credit against A*, one panel per method) and view/<method>/credit_samples.jsonl for
+scripts/view_credit.py (with an A* column); prints the summary as one JSON line. A bad value is one line
+on stderr, before any model loads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
+from agentcredit.configs import register_config_nodes
+from agentcredit.paths import config_dir
+from agentcredit.secret_keys import refuse_secret_overrides
+
+
+def short_line(summary: dict) -> dict:
+    """The printed line: sizes, the ceiling, and each method's pooled and within-rollout ρ."""
+    def rounded(figure):
+        return None if figure["value"] is None else round(figure["value"], 4)
+
+    methods = {label: {k: rounded(f[k]) for k in ("pooled_rho", "within_rho", "sign_agreement")}
+               for label, f in summary["methods"].items()}
+    return {"n_questions": summary["n_questions"], "n_turns": summary["n_turns"], "success": round(summary["success"], 4),
+            "within_reliability": rounded(summary["ceiling"]["within_reliability"]),
+            "pooled_reliability": rounded(summary["ceiling"]["pooled_reliability"]), "methods": methods,
+            "truth_seconds": round(summary["cost"]["truth"]["seconds"], 1)}
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="fidelity")
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from agentcredit.configs import ConfigError
+    from agentcredit.fidelity.run import export, fidelity_config, measure, write_reports
+    from agentcredit.fidelity.summary import read_records
+    from agentcredit.train import exit_on_one_line_error, load_env_file
+
+    load_env_file()
+    hydra_cfg = HydraConfig.get()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        if cfg.get("from_turns"):
+            folder = Path(cfg.from_turns)
+            if not (folder / "turns.jsonl").is_file():
+                raise ConfigError(f"from_turns: {folder}/turns.jsonl does not exist")
+            records = read_records(folder / "turns.jsonl")
+            if not records:
+                raise ConfigError(f"from_turns: {folder}/turns.jsonl holds no record")
+            summary = write_reports(records, folder, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap))
+            print(json.dumps(short_line(summary)), flush=True)
+            return
+        overrides = list(hydra_cfg.overrides.task)
+        cfg = fidelity_config(cfg, overrides)
+        records = measure(cfg, overrides, out_dir)
+        summary = write_reports(records, out_dir, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap),
+                                samples=int(cfg.samples), config={"overrides": overrides, "ckpt_path": cfg.ckpt_path,
+                                                                  "n": int(cfg.n), "group_size": int(cfg.group_size),
+                                                                  "mc": int(cfg.mc), "split": cfg.split})
+        if cfg.get("export"):
+            export(out_dir, Path(cfg.export))
+    except Exception as err:
+        exit_on_one_line_error(err)
+        raise
+    print(json.dumps(short_line(summary)), flush=True)
+    print(f"[agentcredit] credit fidelity: {out_dir}/fidelity.md", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    refuse_secret_overrides()  # before Hydra writes the command line anywhere
+    register_config_nodes()
+    main()

@@ -1,0 +1,109 @@
+"""Each method's turn credit on given rollouts, through exactly the path training takes.
+
+A method on the command line is a registered credit method at its defaults (`grpo`, `trace`, ...) or a
+named setting of conf/arm/ (`trace_k0`, `prover_random`, ...). Its config is composed as `train.py` would
+compose it with that override, checked by `validation.prepare_config`, and split by
+`credit.config.split_credit_config`; its inputs (reference scores, a judge-verified segment, chain
+values, state keys) come from `lit.credit_inputs.build_group` as its registry entry declares, and its
+advantages from `method.advantages(group, **knobs)`. Methods that sample their own continuations
+(ProVer, SPO-chain) sample them with their own seeds, never reusing the ground truth's.
+
+A turn's credit is the mean token advantage over that turn's sampled tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory
+from agentcredit.configs import ConfigError, compose_config, plain
+from agentcredit.paths import config_dir
+from agentcredit.world.types import Question
+
+
+def method_override(label: str) -> str:
+    """`credit=<label>` for a registered method, `arm=<label>` for a named setting; else one ConfigError line."""
+    from agentcredit.credit.registry import available_credits
+
+    import agentcredit.credit  # noqa: F401  (registers the built-in methods)
+
+    if label in available_credits():
+        return f"credit={label}"
+    if (config_dir() / "arm" / f"{label}.yaml").is_file():
+        return f"arm={label}"
+    arms = sorted(p.stem for p in (config_dir() / "arm").glob("*.yaml"))
+    raise ConfigError(f"methods: unknown method {label!r}; give a registered credit method "
+                      f"({', '.join(available_credits())}) or an arm of conf/arm/ ({', '.join(arms)})")
+
+
+@dataclass
+class MethodUnderTest:
+    label: str
+    method: Any  # credit.registry.CreditMethod
+    credit: Any  # credit.config.CreditConfig
+    inputs: Any  # lit.credit_inputs.CreditInputs
+
+
+def compose_method(label: str, overrides: Sequence[str], config_name: str = "fidelity"):
+    """The checked config of the measured run with `label`'s method: `overrides`, then the method's."""
+    from agentcredit.evaluate import merge_overrides
+    from agentcredit.validation import prepare_config
+
+    return prepare_config(compose_config(merge_overrides(overrides, [method_override(label)]), config_name=config_name))
+
+
+def build_methods(labels: Sequence[str], overrides: Sequence[str], components) -> list[MethodUnderTest]:
+    """Every method with its inputs. Call before a checkpoint's weights replace the initial ones: the frozen
+    reference is the initial policy, as in training (one copy shared by all the methods that score with it)."""
+    from agentcredit.compose import build_credit_inputs
+    from agentcredit.credit.config import split_credit_config
+    from agentcredit.credit.registry import get_credit
+
+    references: dict = {}
+    out = []
+    for label in labels:
+        cfg = compose_method(label, overrides)
+        credit = split_credit_config(plain(cfg.credit))
+        method = get_credit(credit.name)
+        out.append(MethodUnderTest(label, method, credit, build_credit_inputs(cfg, components, credit, method, references)))
+    return out
+
+
+def turn_credit(advantages: torch.Tensor, turn_ids: Sequence[int], loss_mask: Sequence[int], num_turns: int,
+                answered: bool) -> list[float]:
+    """Mean token advantage of each action of one rollout: tool turns 0..T−1, then the answer turn when it
+    answered. advantages: (L_group,), the rollout's row of its group (padded to the longest rollout)."""
+    ids = torch.tensor(list(turn_ids))
+    policy = torch.tensor(list(loss_mask)) > 0
+    row = advantages[: len(ids)].double()
+    credits = []
+    for k in list(range(num_turns)) + ([ANSWER_TURN] if answered else []):
+        tokens = (ids == k) & policy
+        if not bool(tokens.any()):
+            raise ValueError(f"action {k} of the rollout has no sampled token")
+        credits.append(float(row[tokens].mean()))
+    return credits
+
+
+def method_credit(entry: MethodUnderTest, trajectories: list[Trajectory], question: Question, worker,
+                  answered: Sequence[bool]) -> tuple[list[list[float]], dict]:
+    """Turn credit of every rollout of the group under one method, and the cost of the method's own inputs."""
+    from agentcredit.lit.credit_inputs import build_group
+
+    entry.inputs.start_step()  # a ProVer judge's time budget counts per group here, as per step in training
+    t0 = time.perf_counter()
+    group, logs = build_group(entry.method, entry.credit.run, trajectories, question, entry.inputs, worker)
+    advantages = entry.method.advantages(group, **entry.credit.advantage)  # (G, L)
+    seconds = time.perf_counter() - t0
+    credits = [turn_credit(advantages[g], t.turn_ids, t.loss_mask, t.num_tool_turns, answered[g])
+               for g, t in enumerate(trajectories)]
+    cost = {"seconds": seconds, "extra_tokens": float(logs.get("extra_tokens", 0.0))}
+    if entry.method.needs_reference_scores:
+        cost["scoring_s"] = float(logs.get("scoring_s", 0.0))
+    if "verified" in logs:
+        cost["verified"] = float(logs["verified"])
+    return credits, cost

@@ -1,0 +1,159 @@
+"""How right is a turn credit? Pure numpy functions of per-turn arrays, with bootstrap intervals over questions.
+
+Every function takes flat arrays over the turns (actions) of a set of rollouts: `credit` (a method's turn
+credit), `truth` (the Monte Carlo advantage A*), `rollout` (an id per turn, equal within a rollout). The
+conventions a reader needs to compare figures:
+
+- Spearman ρ uses average ranks for ties; it is 0.0 when either side is constant (no ordering to agree
+  with), so GRPO's within-rollout ρ is exactly 0, its credit being constant within a rollout.
+- Agreement scores count a credit tie (|difference| ≤ TIE) as half: chance is 0.5, and a method that
+  gives two turns the same credit neither agrees nor disagrees.
+- Within-rollout figures use only rollouts with at least two actions (one action has no deviation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+TIE = 1e-7  # credits closer than this are a tie (turn credits are means of float32 token advantages)
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing the mean of their positions ([10, 20, 20, 30] -> [1, 2.5, 2.5, 4])."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=np.float64)
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        end = start
+        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's ρ (Pearson on average ranks); 0.0 when either side is constant or has < 2 values."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(x) < 2:
+        return 0.0
+    rx, ry = average_ranks(x) - (len(x) + 1) / 2, average_ranks(y) - (len(y) + 1) / 2
+    denominator = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / denominator) if denominator > 0 else 0.0
+
+
+def rollout_deviations(values: np.ndarray, rollout: np.ndarray) -> np.ndarray:
+    """Each value minus the mean of its rollout's values."""
+    values = np.asarray(values, dtype=np.float64)
+    _, index = np.unique(rollout, return_inverse=True)
+    sums = np.bincount(index, weights=values)
+    counts = np.bincount(index)
+    return values - (sums / counts)[index]
+
+
+def multi_action(rollout: np.ndarray) -> np.ndarray:
+    """Mask of turns whose rollout has at least two actions."""
+    _, index, counts = np.unique(rollout, return_inverse=True, return_counts=True)
+    return counts[index] >= 2
+
+
+def within_rollout_spearman(credit: np.ndarray, truth: np.ndarray, rollout: np.ndarray) -> float:
+    """ρ between credit − its rollout's mean and A* − its rollout's mean: what turn credit adds over outcome credit."""
+    keep = multi_action(rollout)
+    return spearman(rollout_deviations(credit, rollout)[keep], rollout_deviations(truth, rollout)[keep])
+
+
+def sign_scores(credit: np.ndarray, truth: np.ndarray, threshold: float) -> tuple[float, int]:
+    """(sum of agreement scores, count) over turns with |A*| ≥ threshold: 1 when credit has A*'s sign,
+    0.5 when credit is 0, else 0."""
+    credit, truth = np.asarray(credit, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    keep = np.abs(truth) >= threshold
+    c, t = credit[keep], truth[keep]
+    score = np.where(np.abs(c) <= TIE, 0.5, (np.sign(c) == np.sign(t)).astype(np.float64))
+    return float(score.sum()), int(keep.sum())
+
+
+def pair_scores(credit: np.ndarray, truth: np.ndarray, rollout: np.ndarray, threshold: float) -> tuple[float, int]:
+    """(sum of concordance scores, count) over pairs of turns of one rollout whose A* differ by ≥ threshold
+    (VinePPO-style ranking within a rollout): 1 when the credits are ordered as the A*, 0.5 on a credit
+    tie, else 0."""
+    credit, truth = np.asarray(credit, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    total, count = 0.0, 0
+    for r in np.unique(rollout):
+        idx = np.flatnonzero(rollout == r)
+        if len(idx) < 2:
+            continue
+        dc = credit[idx][:, None] - credit[idx][None, :]  # (n, n)
+        dt = truth[idx][:, None] - truth[idx][None, :]
+        upper = np.triu(np.ones_like(dt, dtype=bool), k=1) & (np.abs(dt) >= threshold)
+        score = np.where(np.abs(dc) <= TIE, 0.5, (np.sign(dc) == np.sign(dt)).astype(np.float64))
+        total += float(score[upper].sum())
+        count += int(upper.sum())
+    return total, count
+
+
+def useful_above_mean_scores(credit: np.ndarray, truth: np.ndarray, rollout: np.ndarray, failed: np.ndarray,
+                             threshold: float) -> tuple[float, int]:
+    """(useful turns credited above their rollout's mean, useful turns) in failed rollouts, a useful turn
+    being one with A* ≥ threshold (TRACE's claim: failed rollouts hold useful actions)."""
+    above = rollout_deviations(credit, rollout) > TIE
+    useful = np.asarray(failed, dtype=bool) & (np.asarray(truth, dtype=np.float64) >= threshold)
+    return float((above & useful).sum()), int(useful.sum())
+
+
+def spearman_brown(r: float) -> float:
+    """Reliability of the full measurement from the correlation r of its two halves: 2r / (1 + r)."""
+    return 2 * r / (1 + r) if r > -1 else -1.0
+
+
+def ceiling(reliability: float) -> float:
+    """The largest ρ a perfect credit can reach against a measurement of this reliability: √reliability."""
+    return float(np.sqrt(max(reliability, 0.0)))
+
+
+# ----- bootstrap over questions ------------------------------------------------------------------
+
+
+def bootstrap_draws(n_questions: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n_questions) indices of questions drawn with replacement, fixed by `seed`."""
+    return np.random.default_rng(seed).integers(0, n_questions, size=(n_boot, n_questions))
+
+
+def interval(point: float, samples: Sequence[float]) -> dict:
+    """A figure with its 95% percentile interval: {value, lo, hi}; nan bounds when there are no samples."""
+    samples = np.asarray([s for s in samples if np.isfinite(s)], dtype=np.float64)
+    if len(samples) == 0:
+        return {"value": point, "lo": float("nan"), "hi": float("nan")}
+    lo, hi = np.percentile(samples, [2.5, 97.5])
+    return {"value": point, "lo": float(lo), "hi": float(hi)}
+
+
+def ratio_interval(numerators: np.ndarray, denominators: np.ndarray, draws: np.ndarray) -> dict:
+    """A share summed over questions (per-question numerators and counts), with its bootstrap interval."""
+    numerators, denominators = np.asarray(numerators, float), np.asarray(denominators, float)
+    point = numerators.sum() / denominators.sum() if denominators.sum() > 0 else float("nan")
+    num, den = numerators[draws].sum(axis=1), denominators[draws].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        samples = np.where(den > 0, num / np.maximum(den, 1e-12), np.nan)
+    return interval(float(point), samples)
+
+
+def resampled_interval(statistic: Callable[[np.ndarray, np.ndarray], float], question: np.ndarray,
+                       draws: np.ndarray) -> dict:
+    """`statistic(turn indices, rollout relabelling)` on all turns and on each bootstrap draw of questions.
+    A question drawn twice contributes two distinct copies of its rollouts (ids offset per copy)."""
+    question = np.asarray(question)
+    n_questions = draws.shape[1]
+    turns_of = [np.flatnonzero(question == q) for q in range(n_questions)]
+    everything = np.concatenate(turns_of) if turns_of else np.zeros(0, dtype=int)
+    point = statistic(everything, np.zeros(len(everything), dtype=np.int64))
+    samples = []
+    for draw in draws:
+        idx = np.concatenate([turns_of[q] for q in draw])
+        copy = np.concatenate([np.full(len(turns_of[q]), i, dtype=np.int64) for i, q in enumerate(draw)])
+        samples.append(statistic(idx, copy))
+    return interval(point, samples)

@@ -1,0 +1,263 @@
+"""One credit-fidelity measurement, in the order it runs (scripts/credit_fidelity.py is the command):
+
+    cfg = fidelity_config(cfg, overrides)      # checked before any model loads (method names, mc >= 2, ...)
+    measure(cfg, overrides, out_dir)           # rollouts, ground truth, every method's credit, per question
+    write_reports(records, cfg, out_dir)       # fidelity.json, fidelity.md, fidelity.png, viewer samples
+
+Per question: G rollouts of the policy (the base policy, or `ckpt_path`'s weights), the Monte Carlo
+ground truth of every acting state (`fidelity.ground_truth`), then each method's turn credit on those
+same rollouts (`fidelity.methods`). Each question's record is appended to turns.jsonl as it finishes,
+with its own seeds, so a run stopped part way and started again in the same folder
+(`hydra.run.dir=<folder>`) measures only the questions it has not measured, and gives the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from omegaconf import DictConfig
+
+from agentcredit.configs import ConfigError, compose_config, plain
+from agentcredit.paths import stable_hash
+
+# Keys of conf/fidelity.yaml that change no measured question (how many, how reported, how batched).
+REPORT_KEYS = ("n", "bootstrap", "export", "from_turns", "samples", "max_batch", "threshold")
+
+
+def check_fidelity_settings(cfg: DictConfig) -> None:
+    """conf/fidelity.yaml's keys, each failure one ConfigError line (the method names included)."""
+    from agentcredit import config_checks as checks
+    from agentcredit.evaluate import SPLITS
+    from agentcredit.fidelity.methods import method_override
+
+    settings = {key: cfg.get(key) for key in ("split", "n", "group_size", "mc", "bootstrap", "threshold", "eval_seed",
+                                               "max_batch", "samples")}
+    try:
+        checks.need_choice(settings, "split", "", SPLITS)
+        checks.need_int(settings, "n", "", low=1)
+        checks.need_int(settings, "group_size", "", low=2)
+        checks.need_int(settings, "mc", "", low=2)
+        checks.need_int(settings, "bootstrap", "", low=0)
+        checks.need_number(settings, "threshold", "", 0.0)
+        checks.need_int(settings, "eval_seed", "")
+        checks.need_int(settings, "max_batch", "", low=1)
+        checks.need_int(settings, "samples", "", low=0)
+    except checks.ValueProblem as err:
+        raise ConfigError(str(err)) from None
+    methods = cfg.get("methods")
+    if isinstance(methods, str):
+        raise ConfigError(f"methods must be a list such as methods=[grpo,trace], got {methods!r}")
+    if not methods:
+        raise ConfigError("methods is empty; give at least one, e.g. methods=[grpo,trace]")
+    labels = [str(m) for m in methods]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"methods lists a method twice: {labels}")
+    for label in labels:
+        method_override(label)
+
+
+def fidelity_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> DictConfig:
+    """The checked config. With a checkpoint, its run's own overrides come first (as scripts/evaluate.py
+    does), so the model and data are the run's; the checkpoint itself is checked to hold policy weights."""
+    from agentcredit.evaluate import merge_overrides, training_overrides
+    from agentcredit.validation import prepare_config
+
+    recorded = training_overrides(cfg.get("ckpt_path"))
+    if recorded:
+        cfg = compose_config(merge_overrides(recorded, command_overrides), config_name="fidelity")
+    check_fidelity_settings(cfg)
+    if cfg.get("ckpt_path"):
+        from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
+
+        if not Path(cfg.ckpt_path).is_file():
+            raise ConfigError(f"ckpt_path {cfg.ckpt_path!r} is not a file")
+        state = read_checkpoint(cfg.ckpt_path, weights_only=False).get("state_dict", {})
+        if not any(k.startswith("policy.") for k in state):
+            raise CheckpointError(f"{cfg.ckpt_path} holds no policy weights; give a checkpoint written by train.py")
+    return prepare_config(cfg)
+
+
+def measured_overrides(cfg: DictConfig, command_overrides: Sequence[str]) -> list[str]:
+    """The overrides every method's config is composed from: the checkpoint run's, then the command's."""
+    from agentcredit.evaluate import merge_overrides, training_overrides
+
+    return merge_overrides(training_overrides(cfg.get("ckpt_path")), command_overrides)
+
+
+def settings_key(cfg: DictConfig) -> str:
+    """What a question's record depends on: the whole config less the reporting keys."""
+    tree = {k: v for k, v in plain(cfg).items() if k not in REPORT_KEYS}
+    return stable_hash(tree)
+
+
+def question_seed(cfg: DictConfig, purpose: str, index: int, label: str = "") -> int:
+    return int(stable_hash([int(cfg.eval_seed), purpose, index, label]), 16) % (2**63)
+
+
+def _worker(components, cfg: DictConfig, seed: int, engine):
+    from agentcredit.agent.rollout import RolloutWorker
+
+    generator = torch.Generator().manual_seed(seed)
+    return RolloutWorker(components.policy, components.chat, components.env_factory, components.reward_fn,
+                         components.rollout_cfg, generator, engine=engine)
+
+
+def measure_question(cfg: DictConfig, index: int, question, components, methods, engine) -> dict:
+    """One question's record: its rollouts, their ground truth, every method's turn credit, and the costs."""
+    import time
+
+    from agentcredit.agent.protocol import parse_turn
+    from agentcredit.fidelity.ground_truth import group_truth
+    from agentcredit.fidelity.methods import method_credit
+
+    t0 = time.perf_counter()
+    trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
+        [question], int(cfg.group_size))[0]
+    rollout_cost = {"tokens": float(sum(t.num_policy_tokens for t in trajectories)), "seconds": time.perf_counter() - t0}
+    truths, truth_cost = group_truth(_worker(components, cfg, question_seed(cfg, "truth", index), engine),
+                                     trajectories, question, int(cfg.mc), int(cfg.max_batch))
+    answered = [t.answered for t in truths]
+    credits, method_costs = {}, {}
+    for entry in methods:
+        worker = _worker(components, cfg, question_seed(cfg, "method", index, entry.label), engine)
+        credits[entry.label], method_costs[entry.label] = method_credit(entry, trajectories, question, worker, answered)
+    success = float(components.reward_fn.correct_score)
+    rollouts = []
+    for g, (traj, truth) in enumerate(zip(trajectories, truths)):
+        parsed = [parse_turn(text) for text in traj.turn_texts]
+        kinds = [p.call.name.split(".")[-1] if p.kind == "tool" else "invalid" for p in parsed[: traj.num_tool_turns]]
+        rollouts.append({
+            "reward": traj.reward, "success": traj.reward >= success, "finish_reason": traj.finish_reason,
+            "kinds": kinds + (["answer"] if truth.answered else []),
+            "values": truth.values, "truth": truth.truth, "truth_halves": list(truth.truth_halves),
+            "credit": {label: credits[label][g] for label in credits},
+            "turns": traj.turn_texts, "observations": traj.observations, "answer": traj.answer,
+        })
+    return {"index": index, "question_id": question.id, "question": question.text, "gold_answer": question.answer,
+            "settings": settings_key(cfg), "methods": [m.label for m in methods], "rollouts": rollouts,
+            "cost": {"rollout": rollout_cost, "truth": truth_cost, "methods": method_costs}}
+
+
+def load_finished(path: Path, key: str) -> dict[int, dict]:
+    """Records already measured in this folder with the same settings (question index -> record)."""
+    from agentcredit.fidelity.summary import read_records
+
+    if not path.exists():
+        return {}
+    finished = {}
+    for record in read_records(path):
+        if record.get("settings") != key:
+            raise ConfigError(f"{path} was measured with other settings; measure into another folder "
+                              "(hydra.run.dir=...) or remove it")
+        finished[int(record["index"])] = record
+    return finished
+
+
+def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path, progress: bool = True) -> list[dict]:
+    """Every question's record, in question order (measured now or earlier into the same folder)."""
+    from tqdm import tqdm
+
+    from agentcredit.agent.engines import build_engine
+    from agentcredit.compose import build_components
+    from agentcredit.evaluate import evaluation_questions, load_policy_weights
+    from agentcredit.fidelity.methods import build_methods
+
+    path = out_dir / "turns.jsonl"
+    finished = load_finished(path, settings_key(cfg))
+    components = build_components(cfg, progress=progress)
+    if cfg.ckpt_path:
+        check_checkpoint_fits(components.policy, cfg.ckpt_path)  # before the references copy anything
+    methods = build_methods([str(m) for m in cfg.methods], measured_overrides(cfg, command_overrides), components)
+    if cfg.ckpt_path:
+        load_policy_weights(components.policy, cfg.ckpt_path)  # after the references copied the initial weights
+    components.policy.eval()
+    questions = evaluation_questions(components.datamodule, cfg)
+    engine = build_engine(components.rollout_cfg, components.policy, components.tokenizer, seed=int(cfg.eval_seed))
+    records = []
+    try:
+        with torch.no_grad(), path.open("a") as out:
+            for index in tqdm(range(len(questions)), desc="credit fidelity", unit="question", disable=not progress,
+                              file=sys.stderr):
+                record = finished.get(index)
+                if record is None:
+                    record = measure_question(cfg, index, questions[index], components, methods, engine)
+                    out.write(json.dumps(record, default=float) + "\n")
+                    out.flush()
+                records.append(record)
+    finally:
+        if engine is not None:
+            engine.close()
+    return records
+
+
+def check_checkpoint_fits(policy, ckpt_path: str) -> None:
+    """One CheckpointError line when the checkpoint's policy weights do not match the configured model's
+    names and shapes (a checkpoint of another model), checked without loading them."""
+    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
+
+    state = {k[len("policy."):]: v for k, v in read_checkpoint(ckpt_path, weights_only=False).get("state_dict", {}).items()
+             if k.startswith("policy.")}
+    mine = policy.state_dict()
+    missing = sorted(set(mine) - set(state))
+    wrong = sorted(k for k in set(mine) & set(state) if tuple(mine[k].shape) != tuple(state[k].shape))
+    if missing or wrong or set(state) - set(mine):
+        first = (f"{wrong[0]}: {tuple(state[wrong[0]].shape)} in the checkpoint, {tuple(mine[wrong[0]].shape)} in the model"
+                 if wrong else f"weights missing or extra: {(missing or sorted(set(state) - set(mine)))[0]}")
+        raise CheckpointError(f"{ckpt_path} is a checkpoint of another model ({first}); pass the model overrides "
+                              "the run was trained with")
+
+
+def viewer_samples(records: list[dict], label: str, limit: int) -> list[dict]:
+    """Records for scripts/view_credit.py: the first `limit` rollouts with `label`'s credit and A* per turn."""
+    out = []
+    for record in records:
+        rewards = [r["reward"] for r in record["rollouts"]]
+        for g, r in enumerate(record["rollouts"]):
+            if len(out) >= limit:
+                return out
+            answered = bool(r["kinds"]) and r["kinds"][-1] == "answer"
+            credit, truth = r["credit"][label], r["truth"]
+            tools = len(truth) - (1 if answered else 0)
+            out.append({"step": f"fidelity {label}", "question_id": record["question_id"], "question": record["question"],
+                        "gold_answer": record["gold_answer"], "rollout": g, "group_rewards": rewards,
+                        "reward": r["reward"], "finish_reason": r["finish_reason"], "answer": r["answer"],
+                        "turns": r["turns"], "observations": r["observations"], "num_tool_turns": tools,
+                        "turn_advantages": credit[:tools], "answer_advantage": credit[tools] if answered else None,
+                        "a_star": truth[:tools], "answer_a_star": truth[tools] if answered else None})
+    return out
+
+
+def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boot: int, samples: int = 0,
+                  config: dict | None = None) -> dict:
+    """fidelity.json (every figure), fidelity.md (the table), fidelity.png; viewer samples per method."""
+    from agentcredit.fidelity.summary import json_ready, markdown, plot, summarise
+
+    summary = summarise(records, threshold=threshold, n_boot=n_boot)
+    if config is not None:
+        summary["config"] = config
+    summary = json_ready(summary)
+    (out_dir / "fidelity.json").write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    (out_dir / "fidelity.md").write_text(markdown(summary))
+    plot(records, out_dir / "fidelity.png")
+    if samples and records:
+        for label in records[0]["methods"]:
+            folder = out_dir / "view" / label
+            folder.mkdir(parents=True, exist_ok=True)
+            with (folder / "credit_samples.jsonl").open("w") as f:
+                for sample in viewer_samples(records, label, samples):
+                    f.write(json.dumps(sample, default=float) + "\n")
+    return summary
+
+
+def export(out_dir: Path, target: Path) -> Path:
+    """The committed copy (docs/results/...): turns.jsonl and the reports, from which `from_turns=` regenerates them."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("turns.jsonl", "fidelity.json", "fidelity.md", "fidelity.png"):
+        if (out_dir / name).resolve() != (target / name).resolve():
+            shutil.copyfile(out_dir / name, target / name)
+    return target

@@ -1,0 +1,87 @@
+"""`python scripts/credit_fidelity.py`: the whole command at tiny sizes, its resume, its reports again from
+turns.jsonl, and bad input as one line before anything loads."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from unittest import mock
+
+import pytest
+
+from tiny_runs import ROOT, TINY
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+SCRIPT = ROOT / "scripts" / "credit_fidelity.py"
+METHODS = "methods=[grpo,trace,trace_k0,prover_heuristic,gigpo,spo_chain]"
+
+
+def fidelity_cli(*args: str) -> None:
+    with mock.patch.object(sys, "argv", [str(SCRIPT), *args]):
+        runpy.run_path(str(SCRIPT), run_name="__main__")
+
+
+def last_json_line(text: str) -> dict:
+    return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+
+
+def test_the_whole_command_at_tiny_sizes(tmp_path, capsys):
+    out = tmp_path / "fid"
+    args = [*TINY, "n=2", "group_size=2", "mc=2", "bootstrap=20", "samples=2", METHODS, f"hydra.run.dir={out}"]
+    fidelity_cli(*args)
+    line = last_json_line(capsys.readouterr().out)
+    assert line["n_questions"] == 2 and set(line["methods"]) == {"grpo", "trace", "trace_k0", "prover_heuristic",
+                                                                 "gigpo", "spo_chain"}
+    assert line["methods"]["grpo"]["within_rho"] == 0.0
+    records = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in records] == [0, 1]
+    for rollout in (r for rec in records for r in rec["rollouts"]):
+        n = len(rollout["truth"])
+        assert n == len(rollout["kinds"]) and all(len(c) == n for c in rollout["credit"].values())
+        assert all(len(h) == n for h in rollout["truth_halves"])
+    summary = json.loads((out / "fidelity.json").read_text())
+    assert summary["n_rollouts"] == 4 and "pooled_reliability" in summary["ceiling"]
+    for name in ("fidelity.md", "fidelity.png", "view/trace/credit_samples.jsonl"):
+        assert (out / name).stat().st_size > 0
+    sample = json.loads((out / "view/trace/credit_samples.jsonl").read_text().splitlines()[0])
+    assert len(sample["a_star"]) == len(sample["turn_advantages"])
+
+    # Started again in the same folder: nothing is measured again, the table is the same.
+    before = (out / "turns.jsonl").read_text()
+    table = (out / "fidelity.md").read_text()
+    with mock.patch("agentcredit.fidelity.run.measure_question", side_effect=AssertionError("measured again")):
+        fidelity_cli(*args)
+    assert (out / "turns.jsonl").read_text() == before and (out / "fidelity.md").read_text() == table
+
+    # The reports again from turns.jsonl alone (what docs/results/fidelity/ keeps).
+    (out / "fidelity.md").unlink()
+    fidelity_cli("from_turns=" + str(out), "bootstrap=20", f"hydra.run.dir={tmp_path / 'again'}")
+    assert (out / "fidelity.md").read_text() == table
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("methods=[grpo,nope]", "unknown method 'nope'"),
+    ("mc=1", "mc"),
+    ("methods=[]", "methods is empty"),
+    ("methods=[grpo,grpo]", "twice"),
+    ("group_size=1", "group_size"),
+])
+def test_bad_input_is_one_line_before_anything_loads(tmp_path, capsys, bad, message):
+    with mock.patch("agentcredit.compose.build_components", side_effect=AssertionError("loaded a model")):
+        with pytest.raises(SystemExit) as exit_info:
+            fidelity_cli(*TINY, bad, f"hydra.run.dir={tmp_path}")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("config error:") and message in err[0]
+
+
+def test_a_checkpoint_of_another_model_is_one_line(tiny_sweep, tmp_path, capsys):
+    job = sorted(p for p in tiny_sweep[0].iterdir() if p.is_dir())[0]
+    ckpt = job / "checkpoints" / "last.ckpt"
+    with mock.patch("agentcredit.fidelity.methods.build_methods", side_effect=AssertionError("went on")):
+        with pytest.raises(SystemExit) as exit_info:
+            fidelity_cli(f"ckpt_path={ckpt}", "model.hidden_size=32", "n=1", "mc=2", f"hydra.run.dir={tmp_path}")
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("checkpoint error:") and "another model" in err[-1]
