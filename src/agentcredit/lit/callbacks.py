@@ -4,7 +4,9 @@ redacted) in the run folder.
 Checkpoints: `checkpoints/step<N>.ckpt` every `checkpoint.every_n_steps` and `checkpoints/last.ckpt`
 every `checkpoint.last_every_n_steps` (1 by default, so a killed run loses at most the step it was
 in). Lightning writes each file to a temporary name and renames it, so `last.ckpt` is always
-either the previous complete checkpoint or the new one.
+either the previous complete checkpoint or the new one. A resumed run overwrites both in place (no
+`last-v1.ckpt` beside a stale `last.ckpt`), and `ContinueRunFolder` keeps its logs in step with the
+checkpoint it continues from (`lit/run_folder.py`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,35 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
+from agentcredit.lit.run_folder import keep_logs_before
 from agentcredit.secret_keys import redact_secrets
 
 
 class LastCheckpoint(ModelCheckpoint):
     """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one)."""
+
+
+class ContinueRunFolder(Callback):
+    """Before a run writes its first row, drop what its folder's logs hold from the step it starts at: the
+    restored checkpoint's step on a resume, every row on a start from step 0."""
+
+    def __init__(self, out: Path, resuming: bool) -> None:
+        self.out = out
+        self.resuming = resuming  # from the config: with FSDP the checkpoint is restored only after on_fit_start
+
+    def _keep_before(self, step: int) -> None:
+        if rank_zero_only.rank == 0:
+            dropped = keep_logs_before(self.out, step)
+            if dropped:
+                print(f"[agentcredit] continuing {self.out} from step {step}: dropped {dropped} logged line(s) "
+                      "of later steps, which this run logs again", flush=True)
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        self._keep_before(int(checkpoint["global_step"]))
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if not self.resuming:
+            self._keep_before(0)
 
 
 class RNGStates(Callback):
@@ -65,8 +91,11 @@ def build_callbacks(cfg, out: Path) -> list:
     last_every = int(checkpoint.get("last_every_n_steps", 1))
     dirpath = str(out / "checkpoints")
     return [
+        # enable_version_counter=False: a resumed run overwrites its own files instead of adding -v1 copies
         ModelCheckpoint(dirpath=dirpath, filename="step{step}", auto_insert_metric_name=False,
-                        every_n_train_steps=every, save_top_k=-1, save_last=False),
-        LastCheckpoint(dirpath=dirpath, every_n_train_steps=last_every, save_top_k=0, save_last=True),
+                        every_n_train_steps=every, save_top_k=-1, save_last=False, enable_version_counter=False),
+        LastCheckpoint(dirpath=dirpath, every_n_train_steps=last_every, save_top_k=0, save_last=True,
+                       enable_version_counter=False),
         RNGStates(),
+        ContinueRunFolder(out, resuming=cfg.get("ckpt_path") is not None),
     ]
