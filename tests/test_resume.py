@@ -6,7 +6,9 @@ tiny policy earns no reward, and GRPO would leave everything where it started)."
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -95,3 +97,47 @@ def test_an_interrupted_checkpoint_write_leaves_the_previous_last_ckpt_intact(un
     monkeypatch.undo()
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def samples(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "credit_samples.jsonl").read_text().splitlines()]
+
+
+def test_resume_true_continues_the_run_folder_as_if_never_stopped(uninterrupted, tmp_path, monkeypatch):
+    step = AgentRLModule.training_step
+
+    def dies_at_step_3(self, questions, batch_idx):
+        if self.global_step == 3:
+            raise RuntimeError("killed")
+        return step(self, questions, batch_idx)
+
+    monkeypatch.setattr(AgentRLModule, "training_step", dies_at_step_3)
+    with pytest.raises(RuntimeError, match="killed"):
+        train_tiny(tmp_path, *RUN)
+    monkeypatch.undo()
+    assert [r["step"] for r in logged(tmp_path, 0)] == ["0", "1", "1", "2"]  # every row reached the file
+    train_tiny(tmp_path, *RUN, "resume=true")
+    assert _close(logged(uninterrupted, 0), logged(tmp_path, 0))
+    assert samples(tmp_path) == samples(uninterrupted)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step2.ckpt", "step4.ckpt"]
+    a, b = policy_weights(uninterrupted / "checkpoints" / "last.ckpt"), policy_weights(tmp_path / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_explicit_checkpoint_into_its_own_folder_rewrites_only_the_later_steps(uninterrupted, tmp_path):
+    """`hydra.run.dir=<run> ckpt_path=<run>/checkpoints/step2.ckpt`: rows before step 2 are kept, later ones redone."""
+    shutil.copytree(uninterrupted, tmp_path, dirs_exist_ok=True)
+    train_tiny(tmp_path, *RUN, f"ckpt_path={tmp_path / 'checkpoints' / 'step2.ckpt'}")
+    assert _close(logged(uninterrupted, 0), logged(tmp_path, 0))
+    assert samples(tmp_path) == samples(uninterrupted)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step2.ckpt", "step4.ckpt"]
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 4
+
+
+def _close(expected: list[dict], got: list[dict]) -> bool:
+    assert [r["step"] for r in got] == [r["step"] for r in expected]
+    for want, have in zip(expected, got):
+        assert want.keys() == have.keys(), want["step"]
+        for key in want:
+            assert math.isclose(float(want[key]), float(have[key]), rel_tol=1e-5, abs_tol=1e-6), (want["step"], key)
+    return True

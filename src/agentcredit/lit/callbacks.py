@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
-from agentcredit.lit.run_folder import keep_logs_before
+from agentcredit.lit.run_folder import keep_logs_of
 from agentcredit.secret_keys import redact_secrets
 
 
@@ -31,8 +31,8 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 class ContinueRunFolder(Callback):
-    """Before a run writes its first row, drop what its folder's logs hold from the step it starts at: the
-    restored checkpoint's step on a resume, every row on a start from step 0."""
+    """Before a run writes its first row, drop what its folder's logs hold of steps after the one it starts
+    from: the restored checkpoint's step on a resume, every row on a start from step 0."""
 
     def __init__(self, out: Path, resuming: bool) -> None:
         self.out = out
@@ -40,7 +40,7 @@ class ContinueRunFolder(Callback):
 
     def _keep_before(self, step: int) -> None:
         if rank_zero_only.rank == 0:
-            dropped = keep_logs_before(self.out, step)
+            dropped = keep_logs_of(self.out, step)
             if dropped:
                 print(f"[agentcredit] continuing {self.out} from step {step}: dropped {dropped} logged line(s) "
                       "of later steps, which this run logs again", flush=True)

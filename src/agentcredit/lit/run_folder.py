@@ -11,9 +11,9 @@
 - without `resume=true` or `ckpt_path`, a folder that already holds a run is refused in one line, because
   a fresh start would overwrite its checkpoints and logs.
 
-Logs continue where the checkpoint left them (`keep_logs_before`): rows of `metrics.csv` and records
-of `credit_samples.jsonl` from the checkpoint's step on were written after it, by steps the resumed run
-does again, so they are dropped before it appends its own. A resumed run's files then hold what an
+Logs continue where the checkpoint left them (`keep_logs_of`): rows of `metrics.csv` and records of
+`credit_samples.jsonl` of later steps were written after it, by steps the resumed run does again, so
+they are dropped before it appends its own. A resumed run's files then hold what an
 uninterrupted run's hold. Every rewrite goes to a temporary file renamed into place: a kill during it
 leaves the old file.
 """
@@ -97,9 +97,10 @@ def drop_metrics_from_step(path: Path, step: int) -> int:
     return len(rows) - len(keep)
 
 
-def drop_samples_from_step(path: Path, step: int) -> int:
-    """Remove the records of credit_samples.jsonl whose `step` is `step` or later (and a last line cut short
-    by a kill); returns how many lines were removed."""
+def drop_samples_after_step(path: Path, step: int) -> int:
+    """Remove the records of credit_samples.jsonl whose `step` is later than `step` (and a last line cut short
+    by a kill); returns how many lines were removed. A record's step counts the updates made when it was
+    taken (training step k writes k + 1), so the records of a checkpoint at step n are those up to n."""
     if not path.is_file():
         return 0
     lines = path.read_text().splitlines()
@@ -109,7 +110,7 @@ def drop_samples_from_step(path: Path, step: int) -> int:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a kill mid-write
-        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] < step:
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
             keep.append(line)
     if len(keep) == len(lines):
         return 0
@@ -117,6 +118,9 @@ def drop_samples_from_step(path: Path, step: int) -> int:
     return len(lines) - len(keep)
 
 
-def keep_logs_before(run_dir: Path, step: int) -> int:
-    """Drop what `run_dir`'s logs hold from `step` on (see the module docstring); returns the lines dropped."""
-    return drop_metrics_from_step(run_dir / METRICS_FILE, step) + drop_samples_from_step(run_dir / SAMPLES_FILE, step)
+def keep_logs_of(run_dir: Path, global_step: int) -> int:
+    """Drop what `run_dir`'s logs hold of steps after a checkpoint at `global_step` (see the module
+    docstring); returns the lines dropped. metrics.csv numbers a row by the training step that logged it
+    (0 for the first), so the checkpoint's rows are those before `global_step`."""
+    return (drop_metrics_from_step(run_dir / METRICS_FILE, global_step)
+            + drop_samples_after_step(run_dir / SAMPLES_FILE, global_step))
