@@ -6,6 +6,8 @@ tiny policy earns no reward, and GRPO would leave everything where it started)."
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import shutil
@@ -141,3 +143,20 @@ def _close(expected: list[dict], got: list[dict]) -> bool:
         for key in want:
             assert math.isclose(float(want[key]), float(have[key]), rel_tol=1e-5, abs_tol=1e-6), (want["step"], key)
     return True
+
+
+def test_resume_true_from_a_damaged_last_ckpt_is_one_line_and_keeps_the_logs(uninterrupted, tmp_path, capsys):
+    from tiny_runs import TINY, hydra_cli
+
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    (run / "test_summary.json").unlink()  # an unfinished run
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    before = (run / "metrics.csv").read_bytes()
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*TINY, *RUN, "resume=true", f"hydra.run.dir={run}")
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"checkpoint error: {last} cannot be read: truncated"), lines
+    assert (run / "metrics.csv").read_bytes() == before
