@@ -105,19 +105,27 @@ def samples(run_dir) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "credit_samples.jsonl").read_text().splitlines()]
 
 
-def test_resume_true_continues_the_run_folder_as_if_never_stopped(uninterrupted, tmp_path, monkeypatch):
-    step = AgentRLModule.training_step
+@pytest.mark.parametrize("hook, at_step, rows_written, last_step", [
+    ("training_step", 3, ["0", "1", "1", "2"], 3),  # in a training step: every earlier row reached the file
+    # in the validation after step 2: last.ckpt is written after a validation, so the resumed run repeats step 2
+    # and the validation (Lightning does not repeat a validation begun after the checkpoint it restores)
+    ("validation_step", 2, ["0", "1"], 1),
+])
+def test_resume_true_continues_the_run_folder_as_if_never_stopped(uninterrupted, tmp_path, monkeypatch, hook, at_step,
+                                                                   rows_written, last_step):
+    real = getattr(AgentRLModule, hook)
 
-    def dies_at_step_3(self, questions, batch_idx):
-        if self.global_step == 3:
+    def dies(self, questions, batch_idx):
+        if self.global_step == at_step:
             raise RuntimeError("killed")
-        return step(self, questions, batch_idx)
+        return real(self, questions, batch_idx)
 
-    monkeypatch.setattr(AgentRLModule, "training_step", dies_at_step_3)
+    monkeypatch.setattr(AgentRLModule, hook, dies)
     with pytest.raises(RuntimeError, match="killed"):
         train_tiny(tmp_path, *RUN)
     monkeypatch.undo()
-    assert [r["step"] for r in logged(tmp_path, 0)] == ["0", "1", "1", "2"]  # every row reached the file
+    assert [r["step"] for r in logged(tmp_path, 0)] == rows_written
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == last_step
     train_tiny(tmp_path, *RUN, "resume=true")
     assert _close(logged(uninterrupted, 0), logged(tmp_path, 0))
     assert samples(tmp_path) == samples(uninterrupted)

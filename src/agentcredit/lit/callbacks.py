@@ -3,7 +3,7 @@ redacted) in the run folder.
 
 Checkpoints: `checkpoints/step<N>.ckpt` every `checkpoint.every_n_steps` and `checkpoints/last.ckpt`
 every `checkpoint.last_every_n_steps` (1 by default, so a killed run loses at most the step it was
-in). Lightning writes each file to a temporary name and renames it, so `last.ckpt` is always
+in; after a step that a validation follows, at the end of the validation). Lightning writes each file to a temporary name and renames it, so `last.ckpt` is always
 either the previous complete checkpoint or the new one. A resumed run overwrites both in place (no
 `last-v1.ckpt` beside a stale `last.ckpt`), and `ContinueRunFolder` keeps its logs in step with the
 checkpoint it continues from (`lit/run_folder.py`).
@@ -27,7 +27,22 @@ from agentcredit.secret_keys import redact_secrets
 
 
 class LastCheckpoint(ModelCheckpoint):
-    """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one)."""
+    """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one).
+
+    After a step that a validation follows, it is written at the end of that validation: a resumed run does
+    not repeat a validation begun after the checkpoint it restores, so a kill during it would lose its row."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if validation_follows(trainer):
+            self._defer_save_until_validation = True  # ModelCheckpoint.on_validation_end saves it
+            return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+
+def validation_follows(trainer) -> bool:
+    """Whether the training loop validates after the batch that just ended (Lightning's own test)."""
+    loop = trainer.fit_loop
+    return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
 class ContinueRunFolder(Callback):
