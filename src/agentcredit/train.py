@@ -122,6 +122,8 @@ def run(cfg: DictConfig) -> float:
         datamodule = components.datamodule
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
+        if math.isnan(accuracy):  # a resumed run whose last validation ran before the interruption
+            accuracy = (metric_by_step(run_dir / "metrics.csv", "val/accuracy") or [math.nan])[-1]
         if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
             test_metrics = (trainer.test(module, datamodule=datamodule, verbose=False) or [{}])[0]
         failed = False

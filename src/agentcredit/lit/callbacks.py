@@ -101,6 +101,8 @@ def build_callbacks(cfg, out: Path) -> list:
         out.mkdir(parents=True, exist_ok=True)
         resolved = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
         OmegaConf.save(OmegaConf.create(resolved), out / "resolved_config.yaml")
+    if cfg.get("ckpt_path") is not None:  # continuing a run folder: its checkpoints are expected there
+        warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     checkpoint = cfg.get("checkpoint", {})
     every = int(checkpoint.get("every_n_steps", 10))
     last_every = int(checkpoint.get("last_every_n_steps", 1))
