@@ -10,7 +10,8 @@
 problem in your own data files (`data error: ...`), with exit status 2; a damaged checkpoint
 (`checkpoint error: ...`) and a non-finite loss or gradient (`training stopped: ...`) are one line
 with exit status 1; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
-goes on. Lightning is imported only after the config has been checked, so a bad value fails fast.
+goes on. With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
+from its last.ckpt (`lit/run_folder.py`); without it, a folder that already holds a run is a config error. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def load_env_file() -> str | None:
 
 def metric_by_step(metrics_csv: Path, name: str) -> list[float]:
     """A metric's values in step order from a run's metrics.csv ([] without the file or the metric).
-    A resumed run appends steps it may already have logged before the interruption: the last row of
-    a step counts."""
+    Of rows repeating a step (folders written before a resumed run dropped the rows after its
+    checkpoint), the last counts."""
     if not metrics_csv.is_file():
         return []
     by_step: dict[int, float] = {}
