@@ -168,3 +168,12 @@ def test_resume_true_from_a_damaged_last_ckpt_is_one_line_and_keeps_the_logs(uni
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"checkpoint error: {last} cannot be read: truncated"), lines
     assert (run / "metrics.csv").read_bytes() == before
+
+
+def test_a_finished_run_trained_further_in_its_own_folder_tests_again_at_its_new_end(uninterrupted, tmp_path):
+    shutil.copytree(uninterrupted, tmp_path, dirs_exist_ok=True)
+    train_tiny(tmp_path, *RUN, "trainer.max_steps=5", f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}")
+    # train 0-3 and the validations kept; the old test row (step 4) dropped; train 4, then the test at step 5
+    assert [r["step"] for r in logged(tmp_path, 0)] == ["0", "1", "1", "2", "3", "3", "4", "5"]
+    assert _close(logged(uninterrupted, 0)[:-1], logged(tmp_path, 0)[:-2])
+    assert json.loads((tmp_path / "test_summary.json").read_text())["steps"] == 5

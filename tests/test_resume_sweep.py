@@ -61,6 +61,9 @@ def test_a_sweep_killed_in_its_second_job_resumes_with_one_command(tiny_sweep, t
     for job, uninterrupted in zip((first, second), sorted(p for p in reference.iterdir() if p.is_dir())):
         assert job.name == uninterrupted.name
         assert same_rows(rows(uninterrupted), rows(job)), job.name
+        assert (job / "credit_samples.jsonl").read_text() == (uninterrupted / "credit_samples.jsonl").read_text()
+        theirs, ours = (torch.load(j / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"] for j in (uninterrupted, job))
+        assert all(torch.equal(theirs[k], ours[k]) for k in theirs), job.name  # bit-equal weights
         assert sorted(p.name for p in (job / "checkpoints").iterdir()) == ["last.ckpt"]
         assert not list(job.rglob("*-v*.ckpt")) and not (job / "error.txt").exists()
     assert [r["step"] for r in rows(second)] == ["0", "1", "1", "2"]  # train 0 | train 1, validation, test

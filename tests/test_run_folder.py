@@ -95,6 +95,8 @@ def test_keep_logs_of_a_checkpoint_counts_what_it_dropped(tmp_path):
     write_csv(tmp_path / "metrics.csv", ["step", "train/loss"], [[0, 1.0], [1, 2.0], [2, 3.0]])
     (tmp_path / "credit_samples.jsonl").write_text('{"step": 2}\n{"step": 3}\n')
     assert keep_logs_of(tmp_path, 2) == 2  # the row of step 2 and the record of step 3
+    (tmp_path / "test_summary.json").write_text("{}")  # a finished run trained further tests again at its end
+    assert keep_logs_of(tmp_path, 2) == 1 and not (tmp_path / "test_summary.json").exists()
 
 
 def test_metrics_writer_appends_every_save_and_widens_the_header_for_a_new_metric(tmp_path):

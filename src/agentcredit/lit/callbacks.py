@@ -58,7 +58,7 @@ class ContinueRunFolder(Callback):
             dropped = keep_logs_of(self.out, step)
             if dropped:
                 print(f"[agentcredit] continuing {self.out} from step {step}: dropped {dropped} logged line(s) "
-                      "of later steps, which this run logs again", flush=True)
+                      "(and any test_summary.json) of later steps, which this run writes again", flush=True)
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         self._keep_before(int(checkpoint["global_step"]))

@@ -13,8 +13,9 @@
 
 Logs continue where the checkpoint left them (`keep_logs_of`): rows of `metrics.csv` and records of
 `credit_samples.jsonl` of later steps were written after it, by steps the resumed run does again, so
-they are dropped before it appends its own. A resumed run's files then hold what an
-uninterrupted run's hold. Every rewrite goes to a temporary file renamed into place: a kill during it
+they are dropped before it appends its own, and so is a test_summary.json (of a finished run trained
+further from its checkpoint), which the run writes again at its end. A resumed run's files then hold
+what an uninterrupted run's hold. Every rewrite goes to a temporary file renamed into place: a kill during it
 leaves the old file.
 """
 
@@ -122,5 +123,10 @@ def keep_logs_of(run_dir: Path, global_step: int) -> int:
     """Drop what `run_dir`'s logs hold of steps after a checkpoint at `global_step` (see the module
     docstring); returns the lines dropped. metrics.csv numbers a row by the training step that logged it
     (0 for the first), so the checkpoint's rows are those before `global_step`."""
-    return (drop_metrics_from_step(run_dir / METRICS_FILE, global_step)
-            + drop_samples_after_step(run_dir / SAMPLES_FILE, global_step))
+    dropped = (drop_metrics_from_step(run_dir / METRICS_FILE, global_step)
+               + drop_samples_after_step(run_dir / SAMPLES_FILE, global_step))
+    summary = run_dir / FINISHED_MARK
+    if summary.is_file():  # the test of an earlier end (a finished run trained further): this run tests again
+        summary.unlink()
+        dropped += 1
+    return dropped
