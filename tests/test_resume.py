@@ -6,7 +6,11 @@ tiny policy earns no reward, and GRPO would leave everything where it started)."
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -95,3 +99,81 @@ def test_an_interrupted_checkpoint_write_leaves_the_previous_last_ckpt_intact(un
     monkeypatch.undo()
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def samples(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "credit_samples.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("hook, at_step, rows_written, last_step", [
+    ("training_step", 3, ["0", "1", "1", "2"], 3),  # in a training step: every earlier row reached the file
+    # in the validation after step 2: last.ckpt is written after a validation, so the resumed run repeats step 2
+    # and the validation (Lightning does not repeat a validation begun after the checkpoint it restores)
+    ("validation_step", 2, ["0", "1"], 1),
+])
+def test_resume_true_continues_the_run_folder_as_if_never_stopped(uninterrupted, tmp_path, monkeypatch, hook, at_step,
+                                                                   rows_written, last_step):
+    real = getattr(AgentRLModule, hook)
+
+    def dies(self, questions, batch_idx):
+        if self.global_step == at_step:
+            raise RuntimeError("killed")
+        return real(self, questions, batch_idx)
+
+    monkeypatch.setattr(AgentRLModule, hook, dies)
+    with pytest.raises(RuntimeError, match="killed"):
+        train_tiny(tmp_path, *RUN)
+    monkeypatch.undo()
+    assert [r["step"] for r in logged(tmp_path, 0)] == rows_written
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == last_step
+    train_tiny(tmp_path, *RUN, "resume=true")
+    assert _close(logged(uninterrupted, 0), logged(tmp_path, 0))
+    assert samples(tmp_path) == samples(uninterrupted)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step2.ckpt", "step4.ckpt"]
+    a, b = policy_weights(uninterrupted / "checkpoints" / "last.ckpt"), policy_weights(tmp_path / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_explicit_checkpoint_into_its_own_folder_rewrites_only_the_later_steps(uninterrupted, tmp_path):
+    """`hydra.run.dir=<run> ckpt_path=<run>/checkpoints/step2.ckpt`: rows before step 2 are kept, later ones redone."""
+    shutil.copytree(uninterrupted, tmp_path, dirs_exist_ok=True)
+    train_tiny(tmp_path, *RUN, f"ckpt_path={tmp_path / 'checkpoints' / 'step2.ckpt'}")
+    assert _close(logged(uninterrupted, 0), logged(tmp_path, 0))
+    assert samples(tmp_path) == samples(uninterrupted)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step2.ckpt", "step4.ckpt"]
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 4
+
+
+def _close(expected: list[dict], got: list[dict]) -> bool:
+    assert [r["step"] for r in got] == [r["step"] for r in expected]
+    for want, have in zip(expected, got):
+        assert want.keys() == have.keys(), want["step"]
+        for key in want:
+            assert math.isclose(float(want[key]), float(have[key]), rel_tol=1e-5, abs_tol=1e-6), (want["step"], key)
+    return True
+
+
+def test_resume_true_from_a_damaged_last_ckpt_is_one_line_and_keeps_the_logs(uninterrupted, tmp_path, capsys):
+    from tiny_runs import TINY, hydra_cli
+
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    (run / "test_summary.json").unlink()  # an unfinished run
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    before = (run / "metrics.csv").read_bytes()
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*TINY, *RUN, "resume=true", f"hydra.run.dir={run}")
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"checkpoint error: {last} cannot be read: truncated"), lines
+    assert (run / "metrics.csv").read_bytes() == before
+
+
+def test_a_finished_run_trained_further_in_its_own_folder_tests_again_at_its_new_end(uninterrupted, tmp_path):
+    shutil.copytree(uninterrupted, tmp_path, dirs_exist_ok=True)
+    train_tiny(tmp_path, *RUN, "trainer.max_steps=5", f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}")
+    # train 0-3 and the validations kept; the old test row (step 4) dropped; train 4, then the test at step 5
+    assert [r["step"] for r in logged(tmp_path, 0)] == ["0", "1", "1", "2", "3", "3", "4", "5"]
+    assert _close(logged(uninterrupted, 0)[:-1], logged(tmp_path, 0)[:-2])
+    assert json.loads((tmp_path / "test_summary.json").read_text())["steps"] == 5

@@ -46,7 +46,7 @@ def training_overrides(ckpt_path: str | None) -> list[str]:
     recorded = Path(ckpt_path).resolve().parents[1] / ".hydra" / "overrides.yaml"
     if not recorded.exists():
         return []
-    return [o for o in yaml.safe_load(recorded.read_text()) or [] if not o.startswith(("ckpt_path=", "hydra."))]
+    return [o for o in yaml.safe_load(recorded.read_text()) or [] if not o.startswith(("ckpt_path=", "resume=", "hydra."))]
 
 
 def merge_overrides(first: Sequence[str], then: Sequence[str]) -> list[str]:

@@ -3,13 +3,15 @@
     python train.py                                  # GRPO on the tiny testbed, CPU
     python train.py credit=trace credit.K=3
     python train.py -m credit=grpo,trace credit.K=1,3
-    python train.py ... ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt   # resume
+    python train.py hydra.run.dir=outputs/runs/<run> resume=true           # continue an interrupted run
+    python train.py -m credit=grpo,trace hydra.sweep.dir=<sweep> resume=true   # ... or sweep: finished jobs are skipped
 
 `run_job` is what the command does: a config error is one line (`config error: ...`), and so is a
 problem in your own data files (`data error: ...`), with exit status 2; a damaged checkpoint
 (`checkpoint error: ...`) and a non-finite loss or gradient (`training stopped: ...`) are one line
 with exit status 1; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
-goes on. Lightning is imported only after the config has been checked, so a bad value fails fast.
+goes on. With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
+from its last.ckpt (`lit/run_folder.py`); without it, a folder that already holds a run is a config error. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from omegaconf import DictConfig
 
 from agentcredit.configs import ConfigError, plain, run_dir_path
+from agentcredit.lit.run_folder import FINISHED_MARK, start_plan
 from agentcredit.validation import prepare_config
 from agentcredit.world.user import UserDataError
 
@@ -58,8 +61,8 @@ def load_env_file() -> str | None:
 
 def metric_by_step(metrics_csv: Path, name: str) -> list[float]:
     """A metric's values in step order from a run's metrics.csv ([] without the file or the metric).
-    A resumed run appends steps it may already have logged before the interruption: the last row of
-    a step counts."""
+    Of rows repeating a step (folders written before a resumed run dropped the rows after its
+    checkpoint), the last counts."""
     if not metrics_csv.is_file():
         return []
     by_step: dict[int, float] = {}
@@ -99,6 +102,13 @@ def run(cfg: DictConfig) -> float:
 
     load_env_file()
     cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
+    run_dir = Path(run_dir_path(cfg)).resolve()
+    plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"),
+                      finished_mark=bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0)
+    (run_dir / "error.txt").unlink(missing_ok=True)  # an earlier attempt's failure; this attempt writes its own
+    if plan.skip:
+        return report_finished(run_dir)
+    cfg = with_checkpoint(cfg, plan.ckpt_path)
     import lightning as L
 
     if cfg.get("threads"):
@@ -113,6 +123,8 @@ def run(cfg: DictConfig) -> float:
         datamodule = components.datamodule
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
+        if math.isnan(accuracy):  # a resumed run whose last validation ran before the interruption
+            accuracy = (metric_by_step(run_dir / "metrics.csv", "val/accuracy") or [math.nan])[-1]
         if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
             test_metrics = (trainer.test(module, datamodule=datamodule, verbose=False) or [{}])[0]
         failed = False
@@ -120,12 +132,33 @@ def run(cfg: DictConfig) -> float:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
     if trainer.is_global_zero:
         shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
-        run_dir = Path(run_dir_path(cfg)).resolve()
         tested = ""
         if test_metrics:
             summary = write_test_summary(run_dir, cfg, test_metrics, int(trainer.global_step))
             tested = f" test/accuracy={summary['test/accuracy']:.4f} (n={summary['n_test']})"
         print(f"[agentcredit] final val/accuracy={shown}{tested}{run_summary(run_dir / 'metrics.csv')} run_dir={run_dir}", flush=True)
+    return accuracy
+
+
+def with_checkpoint(cfg: DictConfig, ckpt_path: str | None) -> DictConfig:
+    """`cfg` with the checkpoint the run starts from (`lit.run_folder.start_plan`)."""
+    if cfg.get("resume") and not cfg.get("ckpt_path"):
+        where = f"from {ckpt_path}" if ckpt_path else "from step 0 (no checkpoint in the run folder yet)"
+        print(f"[agentcredit] resume=true: continuing {where}", flush=True)
+    if ckpt_path == cfg.get("ckpt_path"):
+        return cfg
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg.ckpt_path = ckpt_path
+    return cfg
+
+
+def report_finished(run_dir: Path) -> float:
+    """A finished run that resume=true skips: one line, and its last val/accuracy for the sweep."""
+    accuracies = metric_by_step(run_dir / "metrics.csv", "val/accuracy")
+    accuracy = accuracies[-1] if accuracies else math.nan
+    print(f"[agentcredit] finished already ({run_dir / FINISHED_MARK}), skipped: run_dir={run_dir}", flush=True)
     return accuracy
 
 
@@ -143,7 +176,10 @@ def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps
         **{k: float(v) for k, v in test_metrics.items() if k.startswith("test/") and k != "test/n"},
     }
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "test_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # Renamed into place: a half-written file would mark an unfinished run as finished for resume=true.
+    tmp = run_dir / f"{FINISHED_MARK}.tmp"
+    tmp.write_text(json.dumps(summary, indent=1) + "\n")
+    os.replace(tmp, run_dir / FINISHED_MARK)
     return summary
 
 

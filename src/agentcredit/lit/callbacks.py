@@ -3,8 +3,10 @@ redacted) in the run folder.
 
 Checkpoints: `checkpoints/step<N>.ckpt` every `checkpoint.every_n_steps` and `checkpoints/last.ckpt`
 every `checkpoint.last_every_n_steps` (1 by default, so a killed run loses at most the step it was
-in). Lightning writes each file to a temporary name and renames it, so `last.ckpt` is always
-either the previous complete checkpoint or the new one.
+in; after a step that a validation follows, at the end of the validation). Lightning writes each file to a temporary name and renames it, so `last.ckpt` is always
+either the previous complete checkpoint or the new one. A resumed run overwrites both in place (no
+`last-v1.ckpt` beside a stale `last.ckpt`), and `ContinueRunFolder` keeps its logs in step with the
+checkpoint it continues from (`lit/run_folder.py`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,50 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
+from agentcredit.lit.run_folder import keep_logs_of
 from agentcredit.secret_keys import redact_secrets
 
 
 class LastCheckpoint(ModelCheckpoint):
-    """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one)."""
+    """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one).
+
+    After a step that a validation follows, it is written at the end of that validation: a resumed run does
+    not repeat a validation begun after the checkpoint it restores, so a kill during it would lose its row."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if validation_follows(trainer):
+            self._defer_save_until_validation = True  # ModelCheckpoint.on_validation_end saves it
+            return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+
+def validation_follows(trainer) -> bool:
+    """Whether the training loop validates after the batch that just ended (Lightning's own test)."""
+    loop = trainer.fit_loop
+    return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
+
+
+class ContinueRunFolder(Callback):
+    """Before a run writes its first row, drop what its folder's logs hold of steps after the one it starts
+    from: the restored checkpoint's step on a resume, every row on a start from step 0."""
+
+    def __init__(self, out: Path, resuming: bool) -> None:
+        self.out = out
+        self.resuming = resuming  # from the config: with FSDP the checkpoint is restored only after on_fit_start
+
+    def _keep_before(self, step: int) -> None:
+        if rank_zero_only.rank == 0:
+            dropped = keep_logs_of(self.out, step)
+            if dropped:
+                print(f"[agentcredit] continuing {self.out} from step {step}: dropped {dropped} logged line(s) "
+                      "(and any test_summary.json) of later steps, which this run writes again", flush=True)
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        self._keep_before(int(checkpoint["global_step"]))
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if not self.resuming:
+            self._keep_before(0)
 
 
 class RNGStates(Callback):
@@ -60,13 +101,18 @@ def build_callbacks(cfg, out: Path) -> list:
         out.mkdir(parents=True, exist_ok=True)
         resolved = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
         OmegaConf.save(OmegaConf.create(resolved), out / "resolved_config.yaml")
+    if cfg.get("ckpt_path") is not None:  # continuing a run folder: its checkpoints are expected there
+        warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     checkpoint = cfg.get("checkpoint", {})
     every = int(checkpoint.get("every_n_steps", 10))
     last_every = int(checkpoint.get("last_every_n_steps", 1))
     dirpath = str(out / "checkpoints")
     return [
+        # enable_version_counter=False: a resumed run overwrites its own files instead of adding -v1 copies
         ModelCheckpoint(dirpath=dirpath, filename="step{step}", auto_insert_metric_name=False,
-                        every_n_train_steps=every, save_top_k=-1, save_last=False),
-        LastCheckpoint(dirpath=dirpath, every_n_train_steps=last_every, save_top_k=0, save_last=True),
+                        every_n_train_steps=every, save_top_k=-1, save_last=False, enable_version_counter=False),
+        LastCheckpoint(dirpath=dirpath, every_n_train_steps=last_every, save_top_k=0, save_last=True,
+                       enable_version_counter=False),
         RNGStates(),
+        ContinueRunFolder(out, resuming=cfg.get("ckpt_path") is not None),
     ]

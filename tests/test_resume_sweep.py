@@ -1,0 +1,70 @@
+"""One command continues an interrupted sweep: `python train.py -m <same args> hydra.sweep.dir=<sweep> resume=true`
+skips the finished jobs, resumes the unfinished one from its last.ckpt, and its folder ends up holding what an
+uninterrupted sweep's does (tests/die_in_job.py kills the sweep in its second job with SIGKILL)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import pytest
+import torch
+
+from tiny_runs import TINY, cli, hydra_cli, read_metrics
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+SWEEP = ["-m", "credit=grpo,trace", "credit.K=1", *TINY, "logger=csv"]  # the tiny_sweep fixture's command
+
+
+def rows(job) -> list[dict]:
+    """metrics.csv without wall-clock timings (time/*, credit/scoring_s, ...) and empty cells."""
+    return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/") and not k.endswith("_s")}
+            for r in read_metrics(job)]
+
+
+def same_rows(want: list[dict], have: list[dict]) -> bool:
+    return [r.keys() for r in want] == [r.keys() for r in have] and all(
+        math.isclose(float(a[k]), float(b[k]), rel_tol=1e-5, abs_tol=1e-6) for a, b in zip(want, have) for k in a)
+
+
+def files_of(job) -> dict:
+    """Each file of a job folder -> (mtime, bytes), but for what Hydra itself writes at every launch (.hydra/,
+    and train.log, to which it appends)."""
+    return {p.relative_to(job): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(job.rglob("*"))
+            if p.is_file() and ".hydra" not in p.parts and p.name != "train.log"}
+
+
+def test_a_sweep_killed_in_its_second_job_resumes_with_one_command(tiny_sweep, tmp_path):
+    reference, _ = tiny_sweep
+    sweep = tmp_path / "multirun"
+    killed = cli("tests/die_in_job.py", "1", "1", *SWEEP, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    first, second = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert (first / "test_summary.json").exists() and not (second / "test_summary.json").exists()
+    assert torch.load(second / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 1
+    before = files_of(first)
+
+    with pytest.raises(SystemExit, match=r"2 job\(s\) of the sweep failed"):  # the same command without resume=true
+        hydra_cli(*SWEEP, f"hydra.sweep.dir={sweep}")
+    assert "add resume=true" in (second / "error.txt").read_text()
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        hydra_cli(*SWEEP, f"hydra.sweep.dir={sweep}", "resume=true")
+    stdout = out.getvalue()
+    assert f"finished already ({first / 'test_summary.json'}), skipped" in stdout
+    assert f"continuing from {second / 'checkpoints' / 'last.ckpt'}" in stdout
+    assert f"sweep finished, all jobs ran: {sweep}" in stdout
+    assert files_of(first) == before  # the finished job was not run again: not one file touched
+    for job, uninterrupted in zip((first, second), sorted(p for p in reference.iterdir() if p.is_dir())):
+        assert job.name == uninterrupted.name
+        assert same_rows(rows(uninterrupted), rows(job)), job.name
+        assert (job / "credit_samples.jsonl").read_text() == (uninterrupted / "credit_samples.jsonl").read_text()
+        theirs, ours = (torch.load(j / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"] for j in (uninterrupted, job))
+        assert all(torch.equal(theirs[k], ours[k]) for k in theirs), job.name  # bit-equal weights
+        assert sorted(p.name for p in (job / "checkpoints").iterdir()) == ["last.ckpt"]
+        assert not list(job.rglob("*-v*.ckpt")) and not (job / "error.txt").exists()
+    assert [r["step"] for r in rows(second)] == ["0", "1", "1", "2"]  # train 0 | train 1, validation, test
+    assert torch.load(second / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 2
