@@ -172,11 +172,16 @@ def tiny_variant(command: str, extra: list[str], tmp_path, tiny_sweep) -> list[s
         for key, value in PLACEHOLDERS.items():
             arg = arg.replace(key, value)
         filled.append(arg.replace("outputs/runs/<run>", str(run)).replace("outputs/multirun/<sweep>", str(sweep)))
-    return [a for a in filled if a != "..."]
+    filled = [a for a in filled if a != "..."]
+    if "-m" in filled:  # an absolute sweep folder: the launcher's worker processes may run in another folder
+        own = [a for a in filled if a.startswith("hydra.sweep.dir=")]
+        where = tmp_path / (own[0].split("=", 1)[1] if own else "outputs/multirun/sweep")
+        filled = [a for a in filled if a not in own] + [f"hydra.sweep.dir={where}"]
+    return filled
 
 
 def _runs(speed):
-    return [pytest.param(c, marks=[pytest.mark.slow] if how == SLOW else []) for c, (how, _) in COMMANDS.items()
+    return [pytest.param(c, id=c, marks=[pytest.mark.slow] if how == SLOW else []) for c, (how, _) in COMMANDS.items()
             if how in speed]
 
 
