@@ -140,7 +140,9 @@ def load_records(run: Path) -> tuple[list[dict], list[str]]:
         try:
             record = json.loads(text)
         except json.JSONDecodeError as error:
-            skipped.append(f"line {number}: not JSON ({error.msg}{', cut short?' if 'Unterminated' in error.msg or 'Expecting' in error.msg else ''})")
+            # The text ended where JSON needed more: a write cut short (a run killed mid-line).
+            cut = error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string")
+            skipped.append(f"line {number}: not JSON ({error.msg} column {error.colno}{'; cut short?' if cut else ''})")
             continue
         problem = record_problem(record)
         if problem:

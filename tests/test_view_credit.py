@@ -48,8 +48,10 @@ def test_script_in_every_field_is_escaped(tmp_path, capsys):
 
 
 DAMAGED = {
-    "truncated line": (json.dumps(GOOD)[:40], "line 2: not JSON"),
-    "not JSON": ("hello world", "line 2: not JSON"),
+    "truncated line": (json.dumps(GOOD)[:40], "line 2: not JSON (Unterminated string starting at column 35; cut short?)"),
+    "truncated after a comma": (json.dumps(GOOD)[:21], "line 2: not JSON (Expecting property name enclosed in double "
+                                                       "quotes column 22; cut short?)"),
+    "not JSON": ("hello world", "line 2: not JSON (Expecting value column 1)"),
     "a list, not an object": ("[1, 2]", "line 2: a JSON list, not an object"),
     "a number": ("3", "line 2: a JSON int, not an object"),
     "not UTF-8": (b"\xff\xfe{\"step\": 1}", "line 2: not UTF-8"),
