@@ -339,6 +339,8 @@ class AgentRLModule(L.LightningModule):
         # a long traceback from load_state_dict or the loops; here they are one CheckpointError line.
         from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
 
+        if "FSDP" in type(self.trainer.strategy).__name__:
+            return  # sharded weights: FSDP's own loader compares them (this module's are flattened here)
         fitting = getattr(self.trainer.state.fn, "value", None) == "fit"
         check = resume_problem if fitting else state_dict_problem
         problem = check(self.state_dict(), checkpoint if fitting else checkpoint.get("state_dict"), self.strict_loading)
