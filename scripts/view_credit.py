@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="HTML file (default: <run>/credit_view.html)")
     parser.add_argument("--last", type=int, default=None, help="only the last N recorded steps")
     args = parser.parse_args(argv)
+    if args.last is not None and args.last < 1:
+        parser.error(f"--last must be at least 1, got {args.last}")
     run = args.run.parent if args.run.is_file() else args.run  # credit_samples.jsonl itself also works
     records, notes = load_records(run)
     if args.last:

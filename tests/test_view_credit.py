@@ -107,7 +107,7 @@ def test_a_broken_resolved_config_is_named_and_the_page_still_written(tmp_path, 
     assert capsys.readouterr().err.startswith(f"[view_credit] left out: {note}")
 
 
-def test_what_cannot_be_read_or_written_is_one_line(tmp_path):
+def test_what_cannot_be_read_or_written_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit, match="does not exist: the run wrote no credit samples"):
         VIEW["main"]([str(tmp_path)])
     (tmp_path / "credit_samples.jsonl").mkdir()
@@ -118,5 +118,8 @@ def test_what_cannot_be_read_or_written_is_one_line(tmp_path):
     (run / "credit_samples.jsonl").write_text(json.dumps(GOOD) + "\n")
     with pytest.raises(SystemExit, match="^view_credit: cannot write .*nowhere"):
         VIEW["main"]([str(run), "--out", str(tmp_path / "nowhere" / "view.html")])
+    with pytest.raises(SystemExit):
+        VIEW["main"]([str(run), "--last", "0"])
+    assert "--last must be at least 1, got 0" in capsys.readouterr().err
     assert VIEW["main"]([str(run / "credit_samples.jsonl")]) == 0  # the file itself names its run
     assert (run / "credit_view.html").exists()
