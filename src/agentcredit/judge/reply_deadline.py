@@ -37,8 +37,10 @@ def call_before(seconds: float, call: Callable[[], T]) -> T:
             done.set()
 
     threading.Thread(target=run, name="judge-request", daemon=True).start()
-    if not done.wait(max(0.0, seconds)):
-        raise TimeoutError(f"no complete reply within {seconds:g}s")
+    # A timed wait may wake a hair early; the deadline must have passed on the clock the budget reads.
+    while not done.wait(max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no complete reply within {seconds:g}s")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
