@@ -191,9 +191,14 @@ def test_readme_command_runs(command, tmp_path, monkeypatch, tiny_sweep):
     args = tiny_variant(command, extra, tmp_path, tiny_sweep)
     monkeypatch.chdir(tmp_path)  # relative outputs/ of the README's commands land here
     if command.startswith(("python train.py", "make train")):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            hydra_cli(*args)
+        from hydra.core.hydra_config import HydraConfig
+
+        out, before = io.StringIO(), HydraConfig.instance().cfg
+        try:
+            with contextlib.redirect_stdout(out):
+                hydra_cli(*args)
+        finally:  # `--cfg job` leaves Hydra's config set without an output folder, which later tests would read
+            HydraConfig.instance().cfg = before
         text = out.getvalue()
         if "--cfg" in args:
             assert "credit:" in text and "name: trace" in text, text[-2000:]
