@@ -125,11 +125,10 @@ def main() -> None:
         trajectories, rollout_s = timed_rollout(worker)
         run = {}
         if engine is not None:  # the HF engine on the same questions and seed, in the same repeat
-            engine_parts = dict(parts)
+            # Its forward/tools split is the one reported (`parts` now holds it): vLLM's forwards run
+            # inside vLLM, where the split cannot see them.
             hf_trajectories, run["hf_rollout_s"] = timed_rollout(hf_worker)
             run["hf_tokens"] = sum(t.num_policy_tokens for t in hf_trajectories)
-            parts.clear()
-            parts.update(engine_parts)
         plain_s, plain_mean_s = plain_generate_seconds(model, components, trajectories, rollout_cfg, args.seed)
         runs.append({"rollout_s": rollout_s, "plain_s": plain_s, "plain_mean_length_s": plain_mean_s, **parts, **run})
 

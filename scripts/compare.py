@@ -14,6 +14,7 @@ the markdown. See agentcredit/comparison.py for what each column is.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from agentcredit.comparison import export_runs, markdown_report, plot_learning_curves, read_runs
@@ -27,14 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default="grpo", help="arm the paired comparison is against")
     args = parser.parse_args(argv)
 
-    runs, seen = [], set()
+    runs, seen, warnings = [], set(), []
     for folder in args.folders:
         if not folder.is_dir():
             parser.error(f"{folder} is not a folder; give a multirun folder or an exported docs/results/<name>/")
         try:
-            found = read_runs(folder)
+            found, left_out = read_runs(folder)
         except FileNotFoundError as err:
             parser.error(str(err))
+        for line in left_out:
+            print(f"[compare] warning: {line}", file=sys.stderr)
+        warnings += left_out
         for run in found:
             # An arm in two folders (compare_ablations reruns "trace"): the first folder's run of a seed counts.
             if (run.arm, run.seed) in seen:
@@ -45,13 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.export is not None:
         written = export_runs(runs, args.export)
         print(f"[compare] exported {len(written)} run summaries to {args.export}")
+    if not runs:
+        raise SystemExit(f"compare: no finished run to compare ({len(warnings)} left out, listed above)")
     out = args.out or args.export or args.folders[0]
     report = markdown_report(runs, args.reference)
+    if warnings:
+        report += "\nLeft out of this comparison:\n\n" + "".join(f"- {line}\n" for line in warnings)
     out.mkdir(parents=True, exist_ok=True)
     (out / "compare.md").write_text(report)
     png = plot_learning_curves(runs, out / "learning_curves.png")
     print(report)
-    print(f"[compare] {len(runs)} runs; wrote {out / 'compare.md'} and {png}")
+    print(f"[compare] {len(runs)} runs{f' ({len(warnings)} left out)' if warnings else ''}; wrote {out / 'compare.md'} and {png}")
     return 0
 
 

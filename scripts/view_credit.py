@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -58,11 +59,97 @@ def short(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def load_records(run: Path) -> list[dict]:
+# What each field of a record must be for the page to show it; a record that breaks one is left out
+# and named on the page (samples may come from someone else's run, or a run killed mid-line).
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _integer(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _list_of(check, allow_none: bool = False):
+    return lambda v: isinstance(v, list) and all(check(x) or (allow_none and x is None) for x in v)
+
+
+FIELDS = {
+    "step": (_integer, "an integer"),
+    "rollout": (lambda v: v is None or _integer(v), "an integer"),
+    "reward": (_number, "a number"),
+    "num_tool_turns": (_integer, "an integer"),
+    "question": (lambda v: v is None or isinstance(v, str), "a string"),
+    "group_rewards": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
+    "turns": (lambda v: v is None or _list_of(lambda x: isinstance(x, str))(v), "a list of strings"),
+    "observations": (lambda v: v is None or _list_of(lambda x: isinstance(x, str))(v), "a list of strings"),
+    "segment": (lambda v: v is None or (isinstance(v, list) and len(v) == 3 and _integer(v[0]) and _integer(v[1])
+                                        and _number(v[2])), "null or [first turn, last turn, Δ]"),
+    "chain_boundaries": (lambda v: v is None or _list_of(_integer)(v), "a list of integers"),
+    "chain_values": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
+    "segment_advantages": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
+    "anchor_sizes": (lambda v: v is None or _list_of(_integer, allow_none=True)(v), "a list of integers"),
+    "answer_advantage": (lambda v: v is None or _number(v), "a number or null"),
+    **{key: (lambda v: v is None or _list_of(_number, allow_none=True)(v), "a list of numbers")
+       for key in ("deltas", "turn_rewards", "step_advantages", "turn_advantages")},
+}
+
+
+def record_problem(record) -> str | None:
+    """Why `record` cannot be shown, or None."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    for key, (check, what) in FIELDS.items():
+        if key in record and not check(record[key]):
+            return f"{key} is not {what}"
+    if "step" not in record:
+        return "no step"
+    cuts, advs = record.get("chain_boundaries"), record.get("segment_advantages")
+    if (cuts is None) != (advs is None) or (cuts is not None and len(advs) <= len(cuts)):
+        return "chain_boundaries and segment_advantages do not match"
+    return None
+
+
+def read_lines(path: Path) -> list[tuple[int, str | None]]:
+    """(line number, text) of every non-blank line; text None where the line is not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SystemExit(f"view_credit: cannot read {path}: {error.strerror or error}") from None
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8").lstrip("\ufeff")  # a byte-order mark from an editor
+        except UnicodeDecodeError:
+            lines.append((number, None))
+            continue
+        if text.strip():
+            lines.append((number, text))
+    return lines
+
+
+def load_records(run: Path) -> tuple[list[dict], list[str]]:
+    """The run's showable records, and one note per line left out (line number and why)."""
     path = run / "credit_samples.jsonl"
     if not path.exists():
         raise SystemExit(f"{path} does not exist: the run wrote no credit samples yet (they are written at each validation)")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records, skipped = [], []
+    for number, text in read_lines(path):
+        if text is None:
+            skipped.append(f"line {number}: not UTF-8")
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as error:
+            # The text ended where JSON needed more: a write cut short (a run killed mid-line).
+            cut = error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string")
+            skipped.append(f"line {number}: not JSON ({error.msg} column {error.colno}{'; cut short?' if cut else ''})")
+            continue
+        problem = record_problem(record)
+        if problem:
+            skipped.append(f"line {number}: {problem}")
+        else:
+            records.append(record)
+    return records, skipped
 
 
 def turn_value(record: dict, key: str, k: int) -> float | None:
@@ -97,20 +184,21 @@ def render_record(record: dict, scale: dict[str, float], columns: list[tuple[str
     me = record.get("rollout")
     chips = "".join(f'<span class="chip{" ok" if r >= 1.0 else ""}{" me" if i == me else ""}">#{i}: {r:.2f}</span>'
                     for i, r in enumerate(rewards))
+    esc = lambda v: html.escape(str(v))  # noqa: E731  (every field: samples may come from someone else's run)
     segment = record.get("segment")
     spo = record.get("segment_advantages") is not None
-    head = [f'<div class="card"><div><b>step {record.get("step")}</b> · question {html.escape(str(record.get("question_id")))}'
-            f' · rollout #{me} · reward <b>{record.get("reward", 0):.2f}</b> · {html.escape(str(record.get("finish_reason")))}</div>']
+    head = [f'<div class="card"><div><b>step {esc(record.get("step"))}</b> · question {esc(record.get("question_id"))}'
+            f' · rollout #{esc(me)} · reward <b>{record.get("reward", 0):.2f}</b> · {esc(record.get("finish_reason"))}</div>']
     if record.get("question"):
-        head.append(f'<div class="q">{html.escape(record["question"])} <span class="muted">gold: '
-                    f'{html.escape(str(record.get("gold_answer")))}</span></div>')
+        head.append(f'<div class="q">{esc(record["question"])} <span class="muted">gold: '
+                    f'{esc(record.get("gold_answer"))}</span></div>')
     head.append(f'<div>group outcomes: {chips}</div>')
     if segment:
         head.append(f'<div>ProVer verified segment: turns {segment[0]}–{segment[1]}, Δ = {segment[2]:+.3f} '
                     f'({"accepted: +λΔ on its tokens" if segment[2] > 0 else "not accepted"})</div>')
     if spo:
         values = ", ".join(f"{v:.2f}" for v in record.get("chain_values") or [])
-        head.append(f'<div>SPO-chain: boundaries {record["chain_boundaries"]}, V = [{values}], segment advantages '
+        head.append(f'<div>SPO-chain: boundaries {esc(record["chain_boundaries"])}, V = [{values}], segment advantages '
                     f'{", ".join(f"{a:+.3f}" for a in record["segment_advantages"])}</div>')
     cols = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
     extra_head = "<th>SPO seg (A_j)</th>" if spo else ""
@@ -146,7 +234,13 @@ def render_record(record: dict, scale: dict[str, float], columns: list[tuple[str
     return "\n".join(head + rows)
 
 
-def render_page(records: list[dict], title: str) -> str:
+def render_notes(notes: list[str]) -> str:
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes[:20])
+    more = f"<li>… and {len(notes) - 20} more</li>" if len(notes) > 20 else ""
+    return f'<div class="card"><b>Left out of this page:</b><ul>{items}{more}</ul></div>'
+
+
+def render_page(records: list[dict], title: str, notes: list[str] = ()) -> str:
     scale = scales(records)
     present = [(k, h) for k, h in TURN_COLUMNS if any(r.get(k) is not None for r in records)]
     legend = "".join(f"<span{colour(v, 1.0)}>{v:+.1f}</span>" for v in (-1, -0.5, 0, 0.5, 1))
@@ -154,21 +248,34 @@ def render_page(records: list[dict], title: str) -> str:
             f'<div class="legend">colour, relative to the largest |value| of each column on this page: {legend}</div>',
             '<div class="muted">token adv: mean advantage over the turn\'s policy tokens; ★ rows: ProVer\'s verified '
             "segment; chips: rewards of the rollout's group (green: correct; outlined: this rollout).</div>"]
+    if notes:
+        body.append(render_notes(list(notes)))
+    if not records:
+        body.append('<div class="card">No trajectories to show: credit_samples.jsonl holds no readable record '
+                    "(samples are written at each validation).</div>")
     for step in sorted({r.get("step") for r in records}):
-        body.append(f"<h2>step {step}</h2>")
+        body.append(f"<h2>step {html.escape(str(step))}</h2>")
         body += [render_record(r, scale, present) for r in records if r.get("step") == step]
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
 
 
-def run_title(run: Path) -> str:
+def run_title(run: Path) -> tuple[str, str | None]:
+    """The page title from the run's resolved_config.yaml, and a note when that file cannot be read."""
+    plain = f"credit samples of {run.name}"
     config_path = run / "resolved_config.yaml"
     if not config_path.exists():
-        return f"credit samples of {run.name}"
-    config = yaml.safe_load(config_path.read_text())
-    credit = config.get("credit", {}).get("name", "?")
-    judge = f", judge {config['judge']['kind']}" if credit == "prover" and config.get("judge") else ""
-    return f"credit={credit}{judge} · seed {config.get('seed')} · {run.name}"
+        return plain, None
+    try:
+        config = yaml.safe_load(config_path.read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        return plain, f"resolved_config.yaml unreadable ({type(error).__name__}); the title leaves out the method"
+    credit = config.get("credit") if isinstance(config, dict) else None
+    if not isinstance(credit, dict):
+        return plain, "resolved_config.yaml has no credit section; the title leaves out the method"
+    judge = config.get("judge")
+    judge = f", judge {judge.get('kind')}" if credit.get("name") == "prover" and isinstance(judge, dict) else ""
+    return f"credit={credit.get('name', '?')}{judge} · seed {config.get('seed')} · {run.name}", None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,12 +284,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="HTML file (default: <run>/credit_view.html)")
     parser.add_argument("--last", type=int, default=None, help="only the last N recorded steps")
     args = parser.parse_args(argv)
-    records = load_records(args.run)
+    if args.last is not None and args.last < 1:
+        parser.error(f"--last must be at least 1, got {args.last}")
+    run = args.run.parent if args.run.is_file() else args.run  # credit_samples.jsonl itself also works
+    records, notes = load_records(run)
     if args.last:
-        keep = sorted({r.get("step") for r in records})[-args.last :]
-        records = [r for r in records if r.get("step") in keep]
-    out = args.out or args.run / "credit_view.html"
-    out.write_text(render_page(records, run_title(args.run)))
+        keep = sorted({r["step"] for r in records})[-args.last :]
+        records = [r for r in records if r["step"] in keep]
+    title, title_note = run_title(run)
+    notes = notes + ([title_note] if title_note else [])
+    out = args.out or run / "credit_view.html"
+    try:
+        out.write_text(render_page(records, title, notes))
+    except OSError as error:
+        raise SystemExit(f"view_credit: cannot write {out}: {error.strerror or error}") from None
+    if notes:
+        print(f"[view_credit] left out: {notes[0]}" + (f" (+{len(notes) - 1} more, listed on the page)" if len(notes) > 1 else ""),
+              file=sys.stderr)
     print(f"[view_credit] {len(records)} trajectories -> {out}")
     return 0
 

@@ -155,3 +155,52 @@ def test_a_non_finite_gradient_is_one_line_on_the_command_line(tmp_path, monkeyp
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("training stopped: step 0: the loss or gradient is not finite"), lines
     assert not (tmp_path / "run" / "checkpoints" / "last.ckpt").exists()  # nothing good to keep yet, nothing bad written
+
+
+# ----- a checkpoint whose digest is valid but whose content does not fit (issue 30, item 4) -----
+
+def wrong_shape(checkpoint):
+    key = next(k for k in checkpoint["state_dict"] if k.startswith("policy.") and checkpoint["state_dict"][k].dim() == 2)
+    checkpoint["state_dict"][key] = checkpoint["state_dict"][key][:, :-1].clone()
+
+
+WRONG_CONTENT = {
+    "a weight of another shape": (wrong_shape, r"policy\.\S+ has shape \(\d+, \d+\) in the checkpoint but \(\d+, \d+\)"),
+    "no state_dict": (lambda c: c.pop("state_dict"), r"it holds no model weights \(no state_dict\)"),
+    "weights only": (lambda c: c.pop("optimizer_states"), r"it holds weights only \(no optimizer_states\)"),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_CONTENT)
+def test_resuming_from_a_checkpoint_that_does_not_fit_is_one_line(run_dir, tmp_path, capsys, signal_credit, case):
+    change, message = WRONG_CONTENT[case]
+    checkpoint = load(run_dir / "checkpoints" / "last.ckpt")
+    change(checkpoint)
+    bad = resave(checkpoint, tmp_path / "bad.ckpt")
+    assert read_checkpoint(bad, weights_only=False)  # its digest is valid: only its content is wrong
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*RUN, "model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2",
+                  "model.num_kv_heads=2", "model.intermediate_size=128", "model.vocab_size=800", "rollout.group_size=2",
+                  "rollout.max_tool_turns=2", "rollout.max_turn_tokens=16", "rollout.max_obs_tokens=128",
+                  "env.retriever=bm25", "env.default_topn=3", "data.n_val=2", "data.prompts_per_step=2",
+                  "trainer.max_steps=3", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
+                  "logger=none", f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"checkpoint error: {bad} cannot be loaded into this run: "), lines
+    assert __import__("re").search(message, lines[0]), lines[0]
+
+
+@pytest.mark.parametrize("state, problem", [
+    ({"w": torch.zeros(2, 3)}, None),
+    ({"w": torch.zeros(2, 4)}, "w has shape (2, 4) in the checkpoint but (2, 3) in the configured model; 1 tensor(s) differ"),
+    ({}, "it holds no model weights (no state_dict)"),
+    (None, "it holds no model weights (no state_dict)"),
+    ({"w": [1, 2]}, "w is a list, not a tensor"),
+    ({"v": torch.zeros(2)}, "it lacks 1 tensor(s) of the configured model, e.g. w"),
+    ({"w": torch.zeros(2, 3), "v": torch.zeros(1)}, "it holds 1 tensor(s) the configured model has not, e.g. v"),
+])
+def test_state_dict_problem(state, problem):
+    from agentcredit.checkpoint_file import state_dict_problem
+
+    assert state_dict_problem({"w": torch.zeros(2, 3)}, state) == problem

@@ -35,7 +35,8 @@ def test_statistics_by_hand():
 
 def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
     sweep, _ = tiny_sweep
-    runs = read_runs(sweep)
+    runs, left_out = read_runs(sweep)
+    assert left_out == []
     assert sorted(r.arm for r in runs) == ["grpo", "trace"] and all("test/accuracy" in r.test for r in runs)
     exported = tmp_path / "results"
     result = cli("scripts/compare.py", str(sweep), "--export", str(exported), "--out", str(tmp_path / "report"), cwd=tmp_path)
@@ -85,7 +86,75 @@ def test_shrunk_comparison_runs_every_arm_and_reports(tmp_path):
     shrink = [o for o in TINY if not o.startswith(("logger", "trainer.max_steps", "trainer.val_check"))]
     hydra_cli("-m", "experiment=compare", *shrink, "logger=csv", "trainer.max_steps=1", "trainer.val_check_interval=1",
               "seed=0", f"hydra.sweep.dir={sweep}")
-    runs = read_runs(sweep)
+    runs, left_out = read_runs(sweep)
+    assert left_out == []
     assert sorted(r.arm for r in runs) == ["budget_grpo", "grpo", "prover_heuristic", "prover_random", "trace"]
     result = cli("scripts/compare.py", str(sweep), cwd=ROOT)
     assert result.returncode == 0 and (sweep / "learning_curves.png").exists()
+
+
+# ------------------------------------------------------------------ damaged and unfinished runs (issue 30, item 4)
+
+def compare_main():
+    import runpy
+
+    return runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
+
+
+HEADER = "step,train/reward,rollout/generated_tokens\n"
+ROWS = HEADER + "0,0.5,100\n1,0.7,120\n"
+
+
+def _write_run(folder, name, metrics=ROWS, summary='{"test/accuracy": 0.5, "arm": "grpo", "seed": 0}',
+               config="credit:\n  name: grpo\nseed: 0\n"):
+    run = folder / name
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_bytes(metrics if isinstance(metrics, bytes) else metrics.encode())
+    for file, text in (("test_summary.json", summary), ("resolved_config.yaml", config)):
+        if text is not None:
+            (run / file).write_bytes(text if isinstance(text, bytes) else text.encode())
+    return run
+
+
+DAMAGED_RUNS = {
+    "truncated test_summary.json": ({"summary": '{"test/accuracy": 0.5, "ar'}, "test_summary.json unreadable"),
+    "test_summary.json a list": ({"summary": "[0.5]"}, "holds a JSON list, not an object"),
+    "test_summary.json not UTF-8": ({"summary": b"\xff\xfe"}, "test_summary.json unreadable"),
+    "test accuracy a string": ({"summary": '{"test/accuracy": "high", "arm": "grpo"}'}, "a test metric is not a number"),
+    "seed a word": ({"summary": '{"test/accuracy": 0.5, "seed": "one"}'}, "seed 'one' is not an integer"),
+    "broken resolved_config.yaml": ({"config": "credit: [unclosed\n"}, "resolved_config.yaml unreadable"),
+    "resolved_config.yaml a list": ({"config": "- a\n"}, "is not a run's resolved config"),
+    "0-byte metrics.csv": ({"metrics": ""}, "cut short, no training step logged"),
+    "header-only metrics.csv": ({"metrics": HEADER}, "cut short, no training step logged"),
+    "killed before the test": ({"summary": None}, "cut short, no held-out test result (last logged step 1"),
+    "garbage in metrics.csv": ({"metrics": HEADER + "0,abc,1\n"}, "metrics.csv line 2: a value is not a number"),
+    "binary metrics.csv": ({"metrics": b"\xff\x00\xfe"}, "metrics.csv unreadable"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_RUNS)
+def test_a_damaged_or_unfinished_run_is_left_out_with_a_warning(tmp_path, capsys, case):
+    main = compare_main()
+    damage, warning = DAMAGED_RUNS[case]
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good", summary='{"test/accuracy": 0.5, "arm": "grpo", "seed": 0}')
+    _write_run(sweep, "b_bad", **damage)
+    assert main([str(sweep)]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith(f"[compare] warning: {sweep / 'b_bad'}") and warning in err
+    report = (sweep / "compare.md").read_text()
+    assert "| grpo | 1 | 50.0 |" in report and "Left out of this comparison" in report and warning in report
+    assert "1 runs (1 left out)" in out
+
+
+def test_no_finished_run_is_one_line(tmp_path, capsys):
+    main = compare_main()
+    _write_run(tmp_path / "sweep", "a", metrics="")
+    with pytest.raises(SystemExit, match=r"^compare: no finished run to compare \(1 left out"):
+        main([str(tmp_path / "sweep")])
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    (exported / "grpo_seed0.summary.json").write_text('{"name": "x"')
+    with pytest.raises(SystemExit, match="no finished run"):
+        main([str(exported)])
+    assert "grpo_seed0.summary.json unreadable" in capsys.readouterr().err

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from agentcredit.configs import ConfigError
-from tiny_runs import hydra_cli, tiny_config
+from tiny_runs import ROOT, hydra_cli, tiny_config
 
 # override(s) -> the start of the one-line message (a regex). The first nine are the issue's; the
 # next three were already caught; the rest were tried for the same faults elsewhere.
@@ -42,6 +42,10 @@ BAD = {
     "data=user data.corpus_path=/nonexistent/c.jsonl data.questions_path=/nonexistent/q.jsonl":
         r"data\.corpus_path='/nonexistent/c\.jsonl' does not exist",
     "data.corpus_path=/tmp/c.jsonl": r"data\.questions_path must be set too",
+    f"data=user data.corpus_path={ROOT / 'tests'} data.questions_path={ROOT / 'tests'}":
+        r"data\.corpus_path='.*tests' is a folder, not a file; give a \.jsonl or \.parquet corpus file",
+    f"data=user data.corpus_path={ROOT / 'pyproject.toml'} data.questions_path={ROOT / 'pyproject.toml'}":
+        r"data\.corpus_path='.*pyproject\.toml' has the extension '\.toml'; give a \.jsonl or \.parquet",
     "env.default_topn=0": r"env\.default_topn must be an integer >= 1, got 0",
     "env.default_topn=30": r"env\.default_topn must be <= env\.max_topn \(20\), got 30",
     "env.reward.format_score=-1": r"env\.reward\.format_score must be a number >= 0, got -1",
@@ -105,6 +109,43 @@ def test_the_issues_bad_values_exit_2_with_one_line_on_the_command_line(tmp_path
     assert len(lines) == 1 and lines[0].startswith("config error: "), lines
     assert __import__("re").match(BAD[overrides], lines[0][len("config error: "):]), lines[0]
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+# rollout.engine=vllm: vLLM checks these only when the engine is built, at the first rollout (issue 30, item 4).
+VLLM_BAD = {
+    "rollout.vllm.max_num_seqs=0": r"rollout\.vllm\.max_num_seqs must be an integer >= 1, got 0",
+    "rollout.vllm.max_num_seqs=abc": r"rollout\.vllm\.max_num_seqs must be an integer >= 1, got 'abc'",
+    "rollout.vllm.tensor_parallel_size=4096": r"rollout\.vllm\.tensor_parallel_size must be at most the \d+ (CPU core|CUDA device)",
+    "rollout.vllm.tensor_parallel_size=0": r"rollout\.vllm\.tensor_parallel_size must be an integer >= 1, got 0",
+    "rollout.vllm.dtype=float99": r"rollout\.vllm\.dtype must be null \(the policy's\) or one of \['auto', .*\], got 'float99'",
+    "+rollout.vllm.extra.foo=1": r"rollout\.vllm\.extra\.foo is not an argument of vllm\.LLM",
+    "+rollout.vllm.extra.seed=3": r"rollout\.vllm\.extra\.seed is set by the engine itself",
+    "+rollout.vllm.extra.max_num_seqs=3": r"rollout\.vllm\.extra\.max_num_seqs is set by the engine itself; set rollout\.vllm\.max_num_seqs",
+    "+rollout.vllm.bogus=1": r"rollout\.vllm\.bogus is not a setting; known: multiprocess, ",
+    "rollout.vllm.kv_cache_gib=abc": r"rollout\.vllm\.kv_cache_gib must be null or a number > 0, got 'abc'",
+    "rollout.vllm.enforce_eager=maybe": r"rollout\.vllm\.enforce_eager must be true or false, got 'maybe'",
+}
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="rollout.engine=vllm needs vLLM")
+@pytest.mark.parametrize("override", VLLM_BAD)
+def test_bad_vllm_setting_is_one_line_before_anything_loads(tmp_path, monkeypatch, override):
+    from agentcredit.train import run
+
+    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ConfigError) as err:
+        run(tiny_config(tmp_path, "rollout.engine=vllm", override))
+    assert "\n" not in str(err.value) and __import__("re").match(VLLM_BAD[override], str(err.value)), str(err.value)
+
+
+def test_tensor_parallel_size_is_bounded_by_the_machine(monkeypatch):
+    from agentcredit.agent.engines import vllm_settings
+
+    monkeypatch.setattr(vllm_settings, "available_devices", lambda: (2, "CPU core(s)"))
+    with pytest.raises(ValueError, match=r"^rollout\.vllm\.tensor_parallel_size must be at most the 2 CPU core\(s\) "
+                                         r"of this machine, got 4$"):
+        vllm_settings.vllm_settings({"tensor_parallel_size": 4})
+    assert vllm_settings.vllm_settings({"tensor_parallel_size": 2}).tensor_parallel_size == 2
 
 
 def test_at_least_28_bad_values_are_tried():

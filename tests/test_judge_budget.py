@@ -3,6 +3,7 @@ count inside it; replies are capped by default; a judge metric not measured at a
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -50,6 +51,29 @@ def test_a_hanging_judge_costs_the_step_its_budget_not_minutes(serve, capsys):
     server.replies = [answer(0, 0)]
     segment, fresh = verify(group(), QUESTION, worker, KNOBS)
     assert fresh["budget_exhausted"] == 0.0 and segment is not None
+
+
+def test_a_slow_drip_reply_is_cut_at_the_budget_and_never_used(serve):
+    """An endpoint sending its (valid) reply one byte at a time never trips the client's per-read timeout;
+    the step still ends at its budget, the group keeps GRPO credit, and the late reply is not read
+    (issue 30, item 5: 60 s against judge.step_budget_s=20, and the reply then used)."""
+    import threading
+
+    server = serve(("drip", answer(0, 0), 0.05))  # about 8 s for the whole body
+    verify = make_segment_verifier(openai_judge(server), step_budget_s=1.0)
+    worker = FakeWorker({0: [0.0, 0.0], 1: [1.0, 1.0], 2: [1.0, 1.0]})
+    threads = threading.active_count()
+    t0 = time.monotonic()
+    segment, logs = verify(group(), QUESTION, worker, KNOBS)
+    elapsed = time.monotonic() - t0
+    assert 0.9 < elapsed < 1.6, elapsed  # the budget, not the reply's 8 s
+    assert segment is None and logs["budget_exhausted"] == 1.0 and logs["verified"] == 0.0  # GRPO credit
+    assert len(server.requests) == 1 and 0 < server.dripped < len(json.dumps(answer(0, 0)))  # cut mid-reply
+    for _ in range(40):  # the abandoned request stops reading at its deadline: its thread ends, the server sees it
+        if threading.active_count() <= threads and server.hung_up:
+            break
+        time.sleep(0.1)
+    assert threading.active_count() <= threads and server.hung_up
 
 
 def test_client_retries_count_inside_the_budget(serve):

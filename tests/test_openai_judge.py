@@ -15,13 +15,15 @@ API_KEY = "test-key"
 
 class ScriptedServer:
     """Answers POST …/chat/completions with the next scripted reply (a dict body, a raw string body,
-    an int HTTP status, or "hang") and records every request body and its Authorization header."""
+    an int HTTP status, "hang", or ("drip", body, seconds per byte): the whole body, sent one byte at a
+    time) and records every request body and its Authorization header."""
 
     def __init__(self, replies):
         self.replies = list(replies)
         self.requests: list[dict] = []
         self.auth: list[str] = []
         self.release = threading.Event()
+        self.dripped, self.hung_up = 0, False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,13 +38,26 @@ class ScriptedServer:
                 if reply == "hang":
                     server.release.wait(10)
                     return
+                drip = reply[2] if isinstance(reply, tuple) and reply[0] == "drip" else None
+                reply = reply[1] if drip else reply
                 status, payload = (reply, {"error": {"message": "boom"}}) if isinstance(reply, int) else (200, reply)
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not drip:
+                    self.wfile.write(data)
+                    return
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        server.dripped += 1
+                        if server.release.wait(drip):
+                            return
+                except OSError:  # the client hung up: what a bounded request does at its deadline
+                    server.hung_up = True
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from agentcredit.secret_keys import is_secret_key, secret_override_problem
+from agentcredit.secret_keys import is_secret_key, secret_keys_in_override, secret_override_problem
 from agentcredit.validation import ConfigError, prepare_config
 from test_openai_judge import ScriptedServer, answer
 from tiny_runs import TINY, hydra_cli, tiny_config
@@ -38,6 +38,13 @@ REFUSED = {
     "other secret key": [f"+model.hf_token={SECRET}"],
     "through hydra's env_set": [f"hydra.job.env_set.AGENTCREDIT_JUDGE_API_KEY={SECRET}"],
     "sweep": ["-m", "credit=grpo,trace", f"judge.api_key={SECRET},other"],
+    # Inside a dict or list value (issue 30, item 2): Hydra would write these into .hydra/*.yaml and,
+    # under -m, name the job folder after them and put them in multirun.yaml.
+    "in a dict value": [f"++judge={{kind:openai,model:m,api_key:{SECRET}}}"],
+    "in a dict value of a sweep": ["-m", f"+extra={{api_key:{SECRET}}}", "seed=0,1"],
+    "in a sweep of dicts": ["-m", f"+extra={{a:1}},{{token:{SECRET}}}"],
+    "nested in a list": [f"+extra=[1,{{b:{{password:{SECRET}}}}}]"],
+    "unparseable dict": [f"+extra={{a:1,api_key:{SECRET}"],
 }
 
 
@@ -57,7 +64,21 @@ def test_a_secret_on_the_command_line_is_refused_before_anything_is_written(tmp_
 
 
 def test_non_secret_overrides_pass():
-    assert secret_override_problem(["rollout.max_turn_tokens=16", "judge.model=m", "-m", "--cfg", "job"]) is None
+    assert secret_override_problem(["rollout.max_turn_tokens=16", "judge.model=m", "-m", "--cfg", "job",
+                                    "+extra={max_turn_tokens:3,model:[a,b]}", "seed=0,1"]) is None
+
+
+@pytest.mark.parametrize("override, keys", [
+    ("++judge={kind:openai,api_key:x}", ["judge.api_key"]),
+    ("+extra=[1,{token:2}]", ["extra.1.token"]),
+    ("+extra={a:{client_secret:1}},{b:2}", ["extra.a.client_secret"]),
+    ("+extra=choice({api_key:1},2)", ["extra.api_key"]),
+    ("hydra.job.env_set={WANDB_API_KEY:x}", ["hydra.job.env_set.WANDB_API_KEY"]),
+    ("+extra={a:1,api_key:", ["extra.api_key"]),  # Hydra cannot parse it; the text is scanned instead
+    ("rollout={max_turn_tokens:3}", []),
+])
+def test_secret_keys_inside_override_values(override, keys):
+    assert secret_keys_in_override(override) == keys
 
 
 def test_a_secret_in_a_config_file_is_refused_an_env_interpolation_is_not(tmp_path, monkeypatch):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from agentcredit.world.user import LONG_LINE, load_user_world
+from agentcredit.world.user import LONG_LINE, UserDataError, load_user_world
 
 
 def _write_jsonl(path, records):
@@ -72,22 +71,32 @@ def test_malformed_inputs(files, tmp_path):
         load_user_world(csv, questions)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow is installed")
-def test_parquet_without_pyarrow_says_what_to_install(files, tmp_path):
-    path = tmp_path / "corpus.parquet"
-    path.write_bytes(b"PAR1")
-    with pytest.raises(ImportError, match="pip install pyarrow"):
-        load_user_world(path, files[1])
-
-
-@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="needs pyarrow")
-def test_parquet_corpus_loads(files, tmp_path):
+def test_a_parquet_corpus_loads_like_its_jsonl(files, tmp_path):
+    """pyarrow is a dependency: the README's parquet corpus works (issue 30, item 4)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    corpus, questions = files
+    records = [json.loads(line) for line in corpus.read_text().splitlines()]
+    records[1]["url"] = None  # a column parquet fills with null where JSONL leaves the key out
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "corpus.parquet")
+    assert load_user_world(tmp_path / "corpus.parquet", questions).documents == load_user_world(corpus, questions).documents
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(UserDataError, match=r"bad\.parquet: not a readable parquet file"):
+        load_user_world(tmp_path / "bad.parquet", questions)
+
+
+def test_parquet_without_pyarrow_says_what_to_install(files, tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow.parquet", None)  # import fails as if not installed
     path = tmp_path / "corpus.parquet"
-    pq.write_table(pa.Table.from_pylist([{"id": "d1", "title": "T", "url": "u", "text": "a\nb"}]), path)
-    assert load_user_world(path, files[1]).documents[0].lines == ("a", "b")
+    path.write_bytes(b"PAR1")
+    with pytest.raises(UserDataError, match="pip install pyarrow"):
+        load_user_world(path, files[1])
+
+
+def test_a_folder_as_corpus_is_one_line(files, tmp_path):
+    with pytest.raises(UserDataError, match=r"is a folder, not a file; set data\.corpus_path="):
+        load_user_world(tmp_path, files[1])
 
 
 # ---------------------------------------------------------------- issue 20, item 7: nothing coerced silently

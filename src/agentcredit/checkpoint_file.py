@@ -99,6 +99,37 @@ def verify_checkpoint(checkpoint: Any, path: str | Path) -> dict:
     return checkpoint
 
 
+def state_dict_problem(expected: dict[str, torch.Tensor], state: Any, strict: bool = True) -> str | None:
+    """Why the weights `state` cannot load into a model whose own state_dict is `expected`, or None:
+    the first shape that differs, then (with `strict`) a missing or unexpected entry. One line, where
+    torch's load_state_dict prints one line per differing tensor inside a traceback."""
+    if not isinstance(state, dict) or not state:
+        return "it holds no model weights (no state_dict)"
+    not_tensors = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
+    if not_tensors:
+        return f"{not_tensors[0]} is a {type(state[not_tensors[0]]).__name__}, not a tensor"
+    shapes = [k for k in expected if k in state and tuple(state[k].shape) != tuple(expected[k].shape)]
+    if shapes:
+        k = shapes[0]
+        return (f"{k} has shape {tuple(state[k].shape)} in the checkpoint but {tuple(expected[k].shape)} in the "
+                f"configured model; {len(shapes)} tensor(s) differ")
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    if strict and missing:
+        return f"it lacks {len(missing)} tensor(s) of the configured model, e.g. {missing[0]}"
+    if strict and unexpected:
+        return f"it holds {len(unexpected)} tensor(s) the configured model has not, e.g. {unexpected[0]}"
+    return None
+
+
+def resume_problem(expected: dict[str, torch.Tensor], checkpoint: dict, strict: bool = True) -> str | None:
+    """Why a trainer cannot resume from `checkpoint`: `state_dict_problem`, or no optimiser state."""
+    problem = state_dict_problem(expected, checkpoint.get("state_dict"), strict)
+    if problem is None and not isinstance(checkpoint.get("optimizer_states"), list):
+        problem = "it holds weights only (no optimizer_states), so training cannot resume from it"
+    return problem
+
+
 def read_checkpoint(path: str | Path, weights_only: bool | None = None) -> dict:
     """torch.load + `verify_checkpoint`, with every read failure as one CheckpointError line."""
     path = Path(path)

@@ -49,62 +49,131 @@ class Run:
 
 # ------------------------------------------------------------------ reading
 
+class UnreadableRun(ValueError):
+    """A run file that cannot be read; its message names the file and why, in one line."""
+
+
 def _read_steps(path: Path) -> dict[int, dict[str, float]]:
     """metric values by step; of several rows for one step (a resumed run) the last value of each metric counts."""
     steps: dict[int, dict[str, float]] = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            if not row.get("step"):
-                continue
-            step = int(float(row["step"]))
-            for key, value in row.items():
-                if key != "step" and value not in (None, "") and (key in STEP_COLUMNS or key.startswith("test/")):
-                    steps.setdefault(step, {})[key] = float(value)
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            for number, row in enumerate(csv.DictReader(f), start=2):
+                if not row.get("step"):
+                    continue
+                try:
+                    step = int(float(row["step"]))
+                    for key, value in row.items():
+                        if key != "step" and value not in (None, "") and (key in STEP_COLUMNS or key.startswith("test/")):
+                            steps.setdefault(step, {})[key] = float(value)
+                except (TypeError, ValueError):
+                    raise UnreadableRun(f"{path} line {number}: a value is not a number") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise UnreadableRun(f"{path} unreadable ({type(error).__name__})") from None
     return steps
+
+
+def _read_json_object(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UnreadableRun(f"{path} unreadable ({type(error).__name__}: cut short or not JSON?)") from None
+    if not isinstance(value, dict):
+        raise UnreadableRun(f"{path} holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _read_config(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        value = yaml.safe_load(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise UnreadableRun(f"{path} unreadable ({type(error).__name__})") from None
+    if not isinstance(value, dict) or not isinstance(value.get("credit", {}), dict):
+        raise UnreadableRun(f"{path} is not a run's resolved config (no credit section)")
+    return value
+
+
+def _numbers(values: dict, keys, where: Path) -> dict[str, float]:
+    try:
+        return {k: float(values[k]) for k in keys if k in values}
+    except (TypeError, ValueError):
+        raise UnreadableRun(f"{where}: a test metric is not a number") from None
 
 
 def _arm_of(config: dict) -> str:
     if config.get("arm"):
         return str(config["arm"])
     credit = (config.get("credit") or {}).get("name", "unknown")
-    judge = (config.get("judge") or {}).get("kind")
+    judge = (config.get("judge") or {}).get("kind") if isinstance(config.get("judge"), dict) else None
     return f"{credit}_{judge}" if credit == "prover" and judge else str(credit)
 
 
+def _seed(value, where: Path) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise UnreadableRun(f"{where}: seed {value!r} is not an integer") from None
+
+
 def read_run_folder(run: Path) -> Run:
-    config = yaml.safe_load((run / "resolved_config.yaml").read_text()) if (run / "resolved_config.yaml").exists() else {}
+    config = _read_config(run / "resolved_config.yaml")
     steps = _read_steps(run / "metrics.csv")
     summary_path = run / "test_summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    test = {k: float(summary[k]) for k in TEST_KEYS if k in summary}
+    summary = _read_json_object(summary_path) if summary_path.exists() else {}
+    test = _numbers(summary, TEST_KEYS, summary_path)
     if not test:  # no summary (killed before it was written): whatever test/ metrics the CSV holds
         test = {k: v for row in steps.values() for k, v in row.items() if k in TEST_KEYS}
     for row in steps.values():
         for key in [k for k in row if k.startswith("test/")]:
             del row[key]
-    arm = summary.get("arm") or _arm_of(config)
-    seed = int(summary.get("seed", config.get("seed", 0)))
+    arm = str(summary.get("arm") or _arm_of(config))
+    seed = _seed(summary.get("seed", config.get("seed", 0)), summary_path if "seed" in summary else run)
     return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r})
 
 
 def read_exported(summary_path: Path) -> Run:
-    summary = json.loads(summary_path.read_text())
+    summary = _read_json_object(summary_path)
+    if not all(k in summary for k in ("name", "arm", "seed")) or not isinstance(summary.get("test", {}), dict):
+        raise UnreadableRun(f"{summary_path} is not an exported summary (name, arm, seed, test)")
     steps_path = summary_path.with_name(summary_path.name.replace(".summary.json", ".steps.csv"))
     steps = _read_steps(steps_path) if steps_path.exists() else {}
-    return Run(summary["name"], summary["arm"], int(summary["seed"]), {k: float(v) for k, v in summary["test"].items()},
-               steps)
+    return Run(str(summary["name"]), str(summary["arm"]), _seed(summary["seed"], summary_path),
+               _numbers(summary.get("test", {}), summary.get("test", {}), summary_path), steps)
 
 
-def read_runs(folder: Path) -> list[Run]:
-    """Every run under ``folder``: run folders (with metrics.csv) or exported summaries."""
+def cut_short(run: Run) -> str | None:
+    """Why a run did not finish (no training step logged, no held-out test result), or None."""
+    if not run.steps:
+        return "no training step logged (empty or header-only metrics.csv)"
+    if "test/accuracy" not in run.test:
+        return f"no held-out test result (last logged step {max(run.steps)}; killed before the end?)"
+    return None
+
+
+def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
+    """Every finished run under ``folder`` (run folders with metrics.csv, or exported summaries), and one
+    line per run left out: a file that cannot be read, or a run cut short. A comparison must not average a
+    run killed at step 3 with finished ones as if it were one more seed."""
     folder = Path(folder)
     exported = sorted(folder.glob("*.summary.json"))
-    if exported:
-        return [read_exported(p) for p in exported]
-    runs = sorted(p.parent for p in folder.rglob("metrics.csv"))
-    if not runs:
+    paths = exported or sorted(p.parent for p in folder.rglob("metrics.csv"))
+    if not paths:
         raise FileNotFoundError(f"{folder} holds no run (no metrics.csv below it) and no exported *.summary.json")
-    return [read_run_folder(r) for r in runs]
+    runs, left_out = [], []
+    for path in paths:
+        try:
+            run = read_exported(path) if exported else read_run_folder(path)
+        except UnreadableRun as error:
+            left_out.append(f"{path} left out: {error}")
+            continue
+        reason = cut_short(run)
+        if reason:
+            left_out.append(f"{path} left out: cut short, {reason}")
+        else:
+            runs.append(run)
+    return runs, left_out
 
 
 def export_runs(runs: list[Run], out: Path) -> list[Path]:

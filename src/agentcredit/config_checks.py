@@ -77,13 +77,17 @@ def need_bool(cfg: Mapping, key: str, prefix: str) -> None:
         need(isinstance(cfg[key], bool), f"{prefix}{key}", "true or false", cfg[key])
 
 
-def need_file(value: Any, key: str, what: str) -> None:
+def need_file(value: Any, key: str, what: str, suffixes: tuple[str, ...] = ()) -> None:
     if value in (None, ""):
         return
     need(isinstance(value, str), key, "a path", value)
     path = Path(value).expanduser()
     if not path.exists():
         raise ValueProblem(f"{key}={value!r} does not exist; give {what}")
+    if not path.is_file():
+        raise ValueProblem(f"{key}={value!r} is a folder, not a file; give {what}")
+    if suffixes and path.suffix not in suffixes:
+        raise ValueProblem(f"{key}={value!r} has the extension {path.suffix or '(none)'!r}; give {what}")
 
 
 # ---------------------------------------------------------------- groups
@@ -142,8 +146,8 @@ def check_data(data: Mapping) -> None:
     if (corpus is None) != (questions is None):
         missing = "data.questions_path" if questions is None else "data.corpus_path"
         raise ValueProblem(f"{missing} must be set too: your own data needs both data.corpus_path and data.questions_path")
-    need_file(corpus, "data.corpus_path", "a .jsonl or .parquet corpus file")
-    need_file(questions, "data.questions_path", "a .jsonl questions file")
+    need_file(corpus, "data.corpus_path", "a .jsonl or .parquet corpus file", (".jsonl", ".parquet"))
+    need_file(questions, "data.questions_path", "a .jsonl questions file", (".jsonl",))
     if corpus is None:
         check_world(data.get("world") or {})
 

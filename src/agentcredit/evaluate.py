@@ -94,19 +94,19 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
 def load_policy_weights(policy, ckpt_path: str) -> None:
     """The policy's weights from a Lightning checkpoint of this project (its `policy.` state_dict entries);
     a checkpoint that holds none, or weights of another shape, is one CheckpointError line."""
-    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
+    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint, state_dict_problem
 
     prefix = "policy."
     checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
-    state = {k[len(prefix):]: v for k, v in checkpoint.get("state_dict", {}).items() if k.startswith(prefix)}
+    weights = checkpoint.get("state_dict")
+    state = {k[len(prefix):]: v for k, v in weights.items() if str(k).startswith(prefix)} if isinstance(weights, dict) else {}
     if not state:
         raise CheckpointError(f"{ckpt_path} holds no policy weights; give a checkpoint written by train.py")
-    try:
-        policy.load_state_dict(state, strict=True)
-    except RuntimeError as err:
-        first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
-        raise CheckpointError(f"{ckpt_path} does not fit the configured model ({first}); "
-                              "pass the model overrides the run was trained with") from None
+    problem = state_dict_problem(policy.state_dict(), state)
+    if problem:
+        raise CheckpointError(f"{ckpt_path} does not fit the configured model ({problem}); "
+                              "pass the model overrides the run was trained with")
+    policy.load_state_dict(state, strict=True)
 
 
 def rollout_questions(components, questions: Sequence[Question], temperature: float, batch_size: int = 32,

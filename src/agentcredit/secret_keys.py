@@ -11,7 +11,9 @@ that keeps a secret out of every file is `train.py` itself, before `@hydra.main`
     config error: judge.api_key must not be given on the command line (...); set AGENTCREDIT_JUDGE_API_KEY ...
 
 A key is secret when one of its dotted parts has `api_key`/`apikey`, `token`, `secret` or `password`
-as a word (`hf_token`, `client_secret`); counts such as `max_turn_tokens` are not secrets.
+as a word (`hf_token`, `client_secret`); counts such as `max_turn_tokens` are not secrets. Keys inside
+a dict or list value count too (`++judge={kind:openai,api_key:sk-...}`, `+extra={api_key:...}`): the value
+is parsed with Hydra's own override grammar, and scanned as text where that grammar fails.
 A config file may still name a secret through an environment interpolation (`${oc.env:MY_KEY}`):
 Hydra writes the interpolation, not the value.
 """
@@ -57,11 +59,51 @@ def where_instead(key: str) -> str:
     return f"set {var} in the environment or in .env" if var else "read it from an environment variable or .env"
 
 
+def _secret_paths_in_value(value: Any, prefix: str) -> list[str]:
+    """Dotted paths of secret-looking keys inside a parsed override value (dicts, lists, sweeps of them)."""
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    if isinstance(value, ChoiceSweep):  # `a={api_key:x},{b:1}` or choice(...): every option is written
+        return [p for option in value.list for p in _secret_paths_in_value(option, prefix)]
+    if isinstance(value, dict):
+        return [p for k, v in value.items()
+                for p in ([f"{prefix}.{k}"] if is_secret_key(str(k)) else _secret_paths_in_value(v, f"{prefix}.{k}"))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _secret_paths_in_value(v, f"{prefix}.{i}")]
+    return []
+
+
+# `key:` inside a `{...}` value that Hydra's grammar cannot parse: scanned rather than trusted.
+_DICT_KEY_IN_TEXT = re.compile(r"[{,]\s*['\"]?([A-Za-z_][\w-]*)['\"]?\s*:")
+
+
+def secret_keys_in_override(override: str) -> list[str]:
+    """Every secret-looking key `override` sets: its own key, or one inside a dict or list value
+    (`++judge={kind:openai,api_key:sk-...}` -> judge.api_key), which Hydra would write into
+    `.hydra/*.yaml`, the job folder's name and `multirun.yaml` just as well."""
+    key = override_key(override)
+    if not key:
+        return []
+    if is_secret_key(key):
+        return [key]
+    if "=" not in override:
+        return []
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([override])[0]
+    except Exception:  # Hydra will refuse it too; still never let a secret through unseen
+        text = override.split("=", 1)[1]
+        return [f"{key}.{k}" for k in _DICT_KEY_IN_TEXT.findall(text) if is_secret_key(k)]
+    return _secret_paths_in_value(parsed._value, key)
+
+
 def secret_override_problem(argv: Sequence[str]) -> str | None:
     """The one-line refusal for the first secret-bearing override in `argv`, or None."""
     for arg in argv:
-        key = override_key(arg)
-        if key and is_secret_key(key):
+        keys = secret_keys_in_override(arg)
+        if keys:
+            key = keys[0]
             return (f"{key} must not be given on the command line (Hydra records command lines in the run folder "
                     f"and W&B); {where_instead(key)} (see .env.example)")
     return None

@@ -115,7 +115,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
 
 def validate_config(cfg: DictConfig) -> None:
     from agentcredit.agent.engines import check_engine
-    from agentcredit.agent.engines.vllm_engine import VLLMSettings
+    from agentcredit.agent.engines.vllm_settings import vllm_settings
     from agentcredit.agent.rollout import RolloutConfig
     from agentcredit.testbed.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
@@ -139,7 +139,7 @@ def validate_config(cfg: DictConfig) -> None:
         rollout = RolloutConfig(**plain(cfg.rollout))
         check_engine(rollout.engine)
         if rollout.engine == "vllm":
-            VLLMSettings(**rollout.vllm)
+            vllm_settings(rollout.vllm)
         if "warmstart" in cfg:
             WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:

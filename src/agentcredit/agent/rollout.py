@@ -39,7 +39,7 @@ class RolloutConfig:
     top_p: float = 1.0
     lean_forward: bool = True  # sample through agent/lean_forward.py where the architecture allows
     engine: str = "hf"  # hf: the policy samples its own turns (agent/sampling.py) | vllm: a colocated vLLM engine
-    vllm: dict = field(default_factory=dict)  # agent/engines/vllm_engine.py VLLMSettings
+    vllm: dict = field(default_factory=dict)  # agent/engines/vllm_settings.py VLLMSettings
 
     def __post_init__(self):
         for name in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens"):

@@ -8,7 +8,8 @@ AGENTCREDIT_JUDGE_BASE_URL, AGENTCREDIT_JUDGE_MODEL and AGENTCREDIT_JUDGE_API_KE
 `.env`; a key is refused on the command line, see `secret_keys.py`). Without a base URL the endpoint
 is the OpenAI API itself, never $OPENAI_BASE_URL: the key goes only where the project was configured
 to send it, and the endpoint is logged when the judge is built. The tools go out as function tools;
-every request has ``timeout_s`` (capped by the step's judge budget, `judge/budget.py`), transient
+every request has ``timeout_s`` (capped by the step's judge budget, `judge/budget.py`) for its whole
+reply, however slowly it arrives (`judge/reply_deadline.py`), transient
 failures are retried ``max_retries`` times inside that budget, replies are capped at
 ``max_completion_tokens``, and any transport error or timeout becomes a ``JudgeError`` (the group
 keeps GRPO credit; training goes on).
@@ -22,6 +23,7 @@ import os
 from agentcredit.judge.agentic import AssistantTurn, ToolCallRequest
 from agentcredit.judge.base import JudgeError
 from agentcredit.judge.budget import capped_timeout
+from agentcredit.judge.reply_deadline import call_before, deadline_http_client
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ class OpenAIChatBackend:
         self.temperature = temperature
         self.max_completion_tokens = max_completion_tokens
         # Retries happen in `complete`, inside the step's judge budget; the client's own would not count.
-        self.client = OpenAI(base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0)
+        self.client = OpenAI(base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0,
+                             http_client=deadline_http_client())
 
     @classmethod
     def from_config(cls, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
@@ -81,10 +84,11 @@ class OpenAIChatBackend:
         for attempt in range(self.max_retries + 1):
             timeout = capped_timeout(self.timeout_s)
             try:
-                return self.client.chat.completions.create(**request, timeout=timeout)
-            except transient as err:
+                # The client's timeout bounds each read; call_before bounds the whole reply (a slow drip).
+                return call_before(timeout, lambda: self.client.chat.completions.create(**request, timeout=timeout))
+            except (*transient, TimeoutError) as err:
                 if attempt == self.max_retries:
-                    if isinstance(err, openai.APITimeoutError):
+                    if isinstance(err, (openai.APITimeoutError, TimeoutError)):
                         raise JudgeError(f"the judge endpoint gave no answer within {timeout:g}s "
                                          f"(judge.timeout_s={self.timeout_s:g}, {attempt + 1} tries)") from err
                     raise JudgeError(f"the judge endpoint failed: {type(err).__name__}: {err}") from err

@@ -334,6 +334,20 @@ class AgentRLModule(L.LightningModule):
             for record in self._last_samples:
                 f.write(json.dumps(record, default=float) + "\n")
 
+    def on_load_checkpoint(self, checkpoint):
+        # Before Lightning loads it: weights of another shape, none at all, or no optimiser state would be
+        # a long traceback from load_state_dict or the loops; here they are one CheckpointError line.
+        from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
+
+        if "FSDP" in type(self.trainer.strategy).__name__:
+            return  # sharded weights: FSDP's own loader compares them (this module's are flattened here)
+        fitting = getattr(self.trainer.state.fn, "value", None) == "fit"
+        check = resume_problem if fitting else state_dict_problem
+        problem = check(self.state_dict(), checkpoint if fitting else checkpoint.get("state_dict"), self.strict_loading)
+        if problem:
+            raise CheckpointError(f"{self.trainer.ckpt_path} cannot be loaded into this run: {problem}; resume with "
+                                  "the model overrides the run was trained with, from a checkpoint train.py wrote")
+
     # ------------------------------------------------------------------ optimiser
     def configure_optimizers(self):
         s = self.settings

