@@ -2,13 +2,16 @@
 
     python scripts/view_credit.py outputs/runs/<run>                 # writes <run>/credit_view.html
     python scripts/view_credit.py outputs/runs/<run> --out view.html --last 3
+    python scripts/view_credit.py outputs/fidelity/<run>/view/trace   # a fidelity run's samples, with A*
 
 Reads the run's credit_samples.jsonl (written at every validation: the step's trajectories whose credit
 differs most within their group, with the group's rewards). Each turn shows its action, the start of
 its observation, and what the method recorded: TRACE's δ and turn reward r, ProVer's verified segment
 (highlighted, with Δ), SPO-chain's segment advantages, GiGPO's step advantage and anchor-group size,
-and for every method the mean token advantage of the turn. Cells are coloured green (positive) to red
-(negative), scaled per column over the page. No script, no external file: open it anywhere.
+and for every method the mean token advantage of the turn. Samples written by scripts/credit_fidelity.py
+(`<fidelity run>/view/<method>/`) carry each turn's Monte Carlo advantage too, shown as an A* column beside
+the credit: a turn credited that did not help, or the reverse, stands out. Cells are coloured green
+(positive) to red (negative), scaled per column over the page. No script, no external file: open it anywhere.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ tr.seg td:first-child { background: #ffe9a8; }
 
 # column key -> header; per-turn values come from the record's lists of that name
 TURN_COLUMNS = (("deltas", "TRACE δ"), ("turn_rewards", "TRACE r"), ("step_advantages", "GiGPO A^S"),
-                ("turn_advantages", "token adv"))
+                ("turn_advantages", "token adv"), ("a_star", "A* (Monte Carlo)"))
+# A column's value on the answer row, where the record keeps it apart from the per-tool-turn list.
+ANSWER_KEYS = {"turn_advantages": "answer_advantage", "a_star": "answer_a_star"}
 
 
 def colour(value: float | None, scale: float) -> str:
@@ -89,8 +94,9 @@ FIELDS = {
     "segment_advantages": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
     "anchor_sizes": (lambda v: v is None or _list_of(_integer, allow_none=True)(v), "a list of integers"),
     "answer_advantage": (lambda v: v is None or _number(v), "a number or null"),
+    "answer_a_star": (lambda v: v is None or _number(v), "a number or null"),
     **{key: (lambda v: v is None or _list_of(_number, allow_none=True)(v), "a list of numbers")
-       for key in ("deltas", "turn_rewards", "step_advantages", "turn_advantages")},
+       for key in ("deltas", "turn_rewards", "step_advantages", "turn_advantages", "a_star")},
 }
 
 
@@ -173,8 +179,8 @@ def scales(records: list[dict]) -> dict[str, float]:
     out = {}
     for key, _ in TURN_COLUMNS + (("segment_advantages", ""),):
         values = [abs(float(v)) for r in records for v in (r.get(key) or []) if v is not None]
-        if key == "turn_advantages":
-            values += [abs(float(r["answer_advantage"])) for r in records if r.get("answer_advantage") is not None]
+        if key in ANSWER_KEYS:
+            values += [abs(float(r[ANSWER_KEYS[key]])) for r in records if r.get(ANSWER_KEYS[key]) is not None]
         out[key] = max(values, default=0.0)
     return out
 
@@ -213,7 +219,7 @@ def render_record(record: dict, scale: dict[str, float], columns: list[tuple[str
         cells = []
         for key, _ in columns:
             if final:
-                value = record.get("answer_advantage") if key == "turn_advantages" else (
+                value = record.get(ANSWER_KEYS[key]) if key in ANSWER_KEYS else (
                     turn_value(record, key, k) if key == "step_advantages" else None)
             else:
                 value = turn_value(record, key, k)
@@ -246,7 +252,9 @@ def render_page(records: list[dict], title: str, notes: list[str] = ()) -> str:
     legend = "".join(f"<span{colour(v, 1.0)}>{v:+.1f}</span>" for v in (-1, -0.5, 0, 0.5, 1))
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<div class="legend">colour, relative to the largest |value| of each column on this page: {legend}</div>',
-            '<div class="muted">token adv: mean advantage over the turn\'s policy tokens; ★ rows: ProVer\'s verified '
+            '<div class="muted">token adv: mean advantage over the turn\'s policy tokens; A*: the turn\'s Monte Carlo '
+            "advantage V̂(S_k+1) − V̂(S_k) (R − V̂(S_T) for the answer), when the samples come from "
+            "scripts/credit_fidelity.py; ★ rows: ProVer's verified "
             "segment; chips: rewards of the rollout's group (green: correct; outlined: this rollout).</div>"]
     if notes:
         body.append(render_notes(list(notes)))

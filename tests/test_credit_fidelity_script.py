@@ -45,7 +45,13 @@ def test_the_whole_command_at_tiny_sizes(tmp_path, capsys):
     for name in ("fidelity.md", "fidelity.png", "view/trace/credit_samples.jsonl"):
         assert (out / name).stat().st_size > 0
     sample = json.loads((out / "view/trace/credit_samples.jsonl").read_text().splitlines()[0])
-    assert len(sample["a_star"]) == len(sample["turn_advantages"])
+    assert len(sample["a_star"]) == len(sample["turn_advantages"]) and sample["step"] == 0
+
+    # The credit viewer shows A* beside the credit of every turn (the answer's too).
+    view = runpy.run_path(str(ROOT / "scripts" / "view_credit.py"))
+    assert view["main"]([str(out / "view" / "trace"), "--out", str(tmp_path / "view.html")]) == 0
+    page = (tmp_path / "view.html").read_text()
+    assert "A* (Monte Carlo)" in page and "Left out" not in page
 
     # Started again in the same folder: nothing is measured again, the table is the same.
     before = (out / "turns.jsonl").read_text()

@@ -212,7 +212,16 @@ def check_checkpoint_fits(policy, ckpt_path: str) -> None:
                               "the run was trained with")
 
 
-def viewer_samples(records: list[dict], label: str, limit: int) -> list[dict]:
+def policy_step(cfg: DictConfig) -> int:
+    """The training step of the measured weights: the checkpoint's, 0 for the base policy."""
+    if not cfg.get("ckpt_path"):
+        return 0
+    from agentcredit.checkpoint_file import read_checkpoint
+
+    return int(read_checkpoint(cfg.ckpt_path, weights_only=False).get("global_step", 0))
+
+
+def viewer_samples(records: list[dict], label: str, limit: int, step: int = 0) -> list[dict]:
     """Records for scripts/view_credit.py: the first `limit` rollouts with `label`'s credit and A* per turn."""
     out = []
     for record in records:
@@ -223,7 +232,7 @@ def viewer_samples(records: list[dict], label: str, limit: int) -> list[dict]:
             answered = bool(r["kinds"]) and r["kinds"][-1] == "answer"
             credit, truth = r["credit"][label], r["truth"]
             tools = len(truth) - (1 if answered else 0)
-            out.append({"step": f"fidelity {label}", "question_id": record["question_id"], "question": record["question"],
+            out.append({"step": step, "method": label, "question_id": record["question_id"], "question": record["question"],
                         "gold_answer": record["gold_answer"], "rollout": g, "group_rewards": rewards,
                         "reward": r["reward"], "finish_reason": r["finish_reason"], "answer": r["answer"],
                         "turns": r["turns"], "observations": r["observations"], "num_tool_turns": tools,
@@ -233,7 +242,7 @@ def viewer_samples(records: list[dict], label: str, limit: int) -> list[dict]:
 
 
 def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boot: int, samples: int = 0,
-                  config: dict | None = None) -> dict:
+                  config: dict | None = None, step: int = 0) -> dict:
     """fidelity.json (every figure), fidelity.md (the table), fidelity.png; viewer samples per method."""
     from agentcredit.fidelity.summary import json_ready, markdown, plot, summarise
 
@@ -249,7 +258,7 @@ def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boo
             folder = out_dir / "view" / label
             folder.mkdir(parents=True, exist_ok=True)
             with (folder / "credit_samples.jsonl").open("w") as f:
-                for sample in viewer_samples(records, label, samples):
+                for sample in viewer_samples(records, label, samples, step):
                     f.write(json.dumps(sample, default=float) + "\n")
     return summary
 
