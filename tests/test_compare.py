@@ -27,10 +27,12 @@ def test_statistics_by_hand():
     diff = paired(prover, grpo, "test_accuracy")
     assert diff["mean"] == pytest.approx(0.05) and diff["ci"] == pytest.approx(0.124217, abs=1e-6)
     assert (diff["wins"], diff["ties"], diff["n"]) == (2, 1, 3)
+    # 80% power at α = 0.05: (t_0.975 + t_0.80 at 2 df) · sd / √n = (4.303 + 1.061) · 0.05 / √3 = 0.154845
+    assert diff["detectable"] == pytest.approx(0.154845, abs=1e-6) and diff["shown"] is False
     metrics = run_metrics(prover[0])
     assert metrics["reward_auc"] == pytest.approx(0.3) and metrics["extra_token_overhead"] == pytest.approx(0.2)
     report = markdown_report(grpo + prover)
-    assert "| prover | 3 | 25.0 ± " in report and "| prover | 3 | 5.0 ± 12.4 | 2/3 |" in report
+    assert "| prover | 3 | 25.0 ± " in report and "| prover | 3 | 5.0 ± 12.4 | 2/3 | no | 15.5 |" in report
 
 
 def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
@@ -158,3 +160,14 @@ def test_no_finished_run_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit, match="no finished run"):
         main([str(exported)])
     assert "grpo_seed0.summary.json unreadable" in capsys.readouterr().err
+
+
+def test_detectable_difference_by_hand():
+    from agentcredit.comparison import detectable_difference
+
+    # 5 seeds, paired sd 2 points: (2.776 + 0.941) · 2 / √5 = 3.3246
+    assert detectable_difference(2.0, 5) == pytest.approx(3.717 * 2 / 5 ** 0.5)
+    # 11 seeds: 10 df (2.228 + 0.879); 40 seeds: the table's 30 df, the conservative side
+    assert detectable_difference(1.0, 11) == pytest.approx(3.107 / 11 ** 0.5)
+    assert detectable_difference(1.0, 40) == pytest.approx((2.042 + 0.854) / 40 ** 0.5)
+    assert detectable_difference(1.0, 1) is None

@@ -29,6 +29,14 @@ TEST_KEYS = ("test/accuracy", "test/format_valid", "test/tool_calls", "test/inva
 # Two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table).
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
          12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+# One-sided 0.80 quantiles of Student's t (80% power), same degrees of freedom.
+_T80 = {1: 1.376, 2: 1.061, 3: 0.978, 4: 0.941, 5: 0.920, 6: 0.906, 7: 0.896, 8: 0.889, 9: 0.883, 10: 0.879,
+        12: 0.873, 15: 0.866, 20: 0.860, 30: 0.854}
+
+
+def _t_quantile(table: dict[int, float], df: int, large: float) -> float:
+    """The table's value at df, else at the largest tabulated df below it (conservative), else `large`."""
+    return table.get(df) or next((q for d, q in sorted(table.items(), reverse=True) if d <= df), large)
 
 
 @dataclass
@@ -207,9 +215,16 @@ def mean_ci(values: list[float]) -> tuple[float, float | None]:
     if n < 2:
         return mean, None
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    df = n - 1
-    t = _T975.get(df) or next((q for d, q in sorted(_T975.items(), reverse=True) if d <= df), 1.96)
-    return mean, t * sd / math.sqrt(n)
+    return mean, _t_quantile(_T975, n - 1, 1.96) * sd / math.sqrt(n)
+
+
+def detectable_difference(sd: float, n: int) -> float | None:
+    """The smallest true paired difference a two-sided paired t-test at α = 0.05 detects with 80% power,
+    given n pairs whose differences spread by `sd`: (t_0.975 + t_0.80) · sd / √n, with n − 1 degrees of
+    freedom (the usual normal-shift approximation to the noncentral t). None with fewer than two pairs."""
+    if n < 2:
+        return None
+    return (_t_quantile(_T975, n - 1, 1.96) + _t_quantile(_T80, n - 1, 0.842)) * sd / math.sqrt(n)
 
 
 def run_metrics(run: Run) -> dict[str, float | None]:
@@ -257,8 +272,12 @@ def paired(arm_runs: list[Run], reference: list[Run], key: str) -> dict | None:
     if not diffs:
         return None
     mean, half = mean_ci(diffs)
+    n = len(diffs)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else None
     return {"mean": mean, "ci": half, "wins": sum(d > 0 for d in diffs), "ties": sum(d == 0 for d in diffs),
-            "n": len(diffs)}
+            "n": n, "detectable": detectable_difference(sd, n) if sd is not None else None,
+            # a difference is shown only when its paired 95% interval excludes 0
+            "shown": half is not None and abs(mean) > half}
 
 
 # ------------------------------------------------------------------ report
@@ -288,8 +307,10 @@ def markdown_report(runs: list[Run], reference_arm: str = "grpo") -> str:
               "continuations included. Extra tokens: continuation tokens / rollout tokens."]
     if reference_arm in arms:
         lines += ["", f"Paired against {reference_arm} on the same seeds (arm − {reference_arm}; wins = seeds where the arm "
-                  "is higher):", "",
-                  "| arm | seeds | Δ test accuracy % (95% CI) | wins | Δ reward AUC (95% CI) | wins |", "|---|---|---|---|---|---|"]
+                  "is higher; shown = the paired 95% interval excludes 0; detectable = the smallest true accuracy "
+                  "difference this many seeds with this paired spread detect at 80% power, α = 0.05):", "",
+                  "| arm | seeds | Δ test accuracy % (95% CI) | wins | shown | detectable Δ % | Δ reward AUC (95% CI) | wins |",
+                  "|---|---|---|---|---|---|---|---|"]
         for arm, arm_runs in arms.items():
             if arm == reference_arm:
                 continue
@@ -300,7 +321,10 @@ def markdown_report(runs: list[Run], reference_arm: str = "grpo") -> str:
             cell = lambda p, d, pct: "–" if p is None else _fmt((p["mean"], p["ci"]), d, pct)  # noqa: E731
             wins = lambda p: "–" if p is None else f"{p['wins']}/{p['n']}"  # noqa: E731
             n = (acc or auc)["n"]
-            lines.append(f"| {arm} | {n} | {cell(acc, 1, True)} | {wins(acc)} | {cell(auc, 3, False)} | {wins(auc)} |")
+            shown = "–" if acc is None or acc["ci"] is None else ("yes" if acc["shown"] else "no")
+            detectable = "–" if acc is None or acc["detectable"] is None else f"{acc['detectable'] * 100:.1f}"
+            lines.append(f"| {arm} | {n} | {cell(acc, 1, True)} | {wins(acc)} | {shown} | {detectable} | "
+                         f"{cell(auc, 3, False)} | {wins(auc)} |")
     return "\n".join(lines) + "\n"
 
 
