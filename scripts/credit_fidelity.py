@@ -65,7 +65,10 @@ def main(cfg: DictConfig) -> None:
             records = read_records(folder / "turns.jsonl")
             if not records:
                 raise ConfigError(f"from_turns: {folder}/turns.jsonl holds no record")
-            summary = write_reports(records, folder, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap))
+            earlier = folder / "fidelity.json"  # what was measured, kept with the regenerated figures
+            config = json.loads(earlier.read_text()).get("config") if earlier.is_file() else None
+            summary = write_reports(records, folder, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap),
+                                    config=config)
             print(json.dumps(short_line(summary)), flush=True)
             return
         overrides = list(hydra_cfg.overrides.task)

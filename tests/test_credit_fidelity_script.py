@@ -91,3 +91,40 @@ def test_a_checkpoint_of_another_model_is_one_line(tiny_sweep, tmp_path, capsys)
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("checkpoint error:") and "another model" in err[-1]
+
+
+def test_a_trained_checkpoint_is_measured_against_the_initial_reference(tiny_sweep, tmp_path, capsys):
+    job = sorted(p for p in tiny_sweep[0].iterdir() if p.is_dir())[0]
+    ckpt = job / "checkpoints" / "last.ckpt"
+    out = tmp_path / "fid"
+    # The run's own overrides (tiny sizes) come from its folder. The references are copied from the initial
+    # weights before the checkpoint's replace them, as in training.
+    import agentcredit.evaluate
+    import agentcredit.fidelity.methods
+
+    calls = []
+    build, load = agentcredit.fidelity.methods.build_methods, agentcredit.evaluate.load_policy_weights
+    with mock.patch("agentcredit.fidelity.methods.build_methods", side_effect=lambda *a: calls.append("references") or build(*a)), \
+            mock.patch("agentcredit.evaluate.load_policy_weights", side_effect=lambda *a: calls.append("checkpoint") or load(*a)):
+        fidelity_cli(f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=1",
+                     "methods=[grpo,trace]", f"hydra.run.dir={out}")
+    assert calls == ["references", "checkpoint"]
+    assert last_json_line(capsys.readouterr().out)["n_questions"] == 1
+    summary = json.loads((out / "fidelity.json").read_text())
+    assert summary["config"]["ckpt_path"] == str(ckpt)
+    sample = json.loads((out / "view/trace/credit_samples.jsonl").read_text().splitlines()[0])
+    assert sample["step"] > 0  # the checkpoint's step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["base_e", "grpo_seed0_step60"])
+def test_the_committed_tables_regenerate_from_their_turns(tmp_path, name):
+    import shutil
+
+    committed = ROOT / "docs" / "results" / "fidelity" / name
+    copy = tmp_path / name
+    shutil.copytree(committed, copy)
+    (copy / "fidelity.md").unlink()
+    fidelity_cli(f"from_turns={copy}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert (copy / "fidelity.md").read_text() == (committed / "fidelity.md").read_text()
+    assert json.loads((copy / "fidelity.json").read_text()) == json.loads((committed / "fidelity.json").read_text())

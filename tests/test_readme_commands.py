@@ -45,8 +45,6 @@ COMMANDS = {
     "python train.py -m credit=grpo,trace credit.K=1,3": (SLOW, SWEEP_SHRINK),
     "python train.py -m experiment=trace_k_sweep": (SLOW, SWEEP_SHRINK),
     "python train.py trainer.max_steps=30 logger=wandb": ("test", "tests/test_wandb.py::test_offline_run_writes_its_files_without_a_key"),
-    "python train.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt": (
-        "test", "tests/test_resume.py::test_resumed_run_logs_what_the_uninterrupted_run_logs"),
     "python scripts/evaluate.py ckpt_path=<ckpt> split=test": (
         "test", "tests/test_evaluate_script.py::test_evaluates_a_checkpoint_with_its_runs_settings"),
     "python scripts/evaluate.py split=val n=200": ("test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
@@ -70,6 +68,23 @@ COMMANDS = {
     "python scripts/compare.py outputs/multirun/compare_e{1,2,3,4} outputs/multirun/compareE_* "
     "--export docs/results/compare_build_e": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    # Resuming
+    "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
+        "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
+    "python train.py <args> hydra.run.dir=outputs/runs/<run> resume=true": (
+        "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
+    "python train.py -m <the same sweep args> hydra.sweep.dir=outputs/multirun/<sweep> resume=true": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
+    # Credit fidelity
+    "python scripts/credit_fidelity.py": ("test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
+    "python scripts/credit_fidelity.py n=32 mc=16": (
+        "test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
+    "python scripts/credit_fidelity.py n=32 mc=16 ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt": (
+        "test", "tests/test_credit_fidelity_script.py::test_a_trained_checkpoint_is_measured_against_the_initial_reference"),
+    "python scripts/credit_fidelity.py from_turns=docs/results/fidelity/base_e": (
+        "test", "tests/test_credit_fidelity_script.py::test_the_committed_tables_regenerate_from_their_turns"),
+    "python scripts/view_credit.py outputs/fidelity/<run>/view/trace": (
+        "test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
     # GPUs, real models, W&B
     "python train.py model=smollm2_135m": (SLOW, [o for o in TINY if not o.startswith("model.")]),
     "python train.py model=hf model.name_or_path=Qwen/Qwen3-0.6B model.dtype=bfloat16 trainer=gpu": (

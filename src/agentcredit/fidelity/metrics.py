@@ -23,16 +23,15 @@ TIE = 1e-7  # credits closer than this are a tie (turn credits are means of floa
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """1-based ranks, ties sharing the mean of their positions ([10, 20, 20, 30] -> [1, 2.5, 2.5, 4])."""
     values = np.asarray(values, dtype=np.float64)
+    n = len(values)
     order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), dtype=np.float64)
     sorted_values = values[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
-            end += 1
-        ranks[order[start : end + 1]] = (start + end) / 2 + 1
-        start = end + 1
+    starts_here = np.r_[True, sorted_values[1:] != sorted_values[:-1]] if n else np.zeros(0, bool)  # (n,)
+    group = np.cumsum(starts_here) - 1  # tie group of each sorted position
+    first = np.flatnonzero(starts_here)
+    last = np.r_[first[1:], n] - 1
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[order] = ((first + last) / 2 + 1)[group]
     return ranks
 
 
