@@ -344,7 +344,7 @@ class AgentRLModule(L.LightningModule):
         from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
 
         if "FSDP" in type(self.trainer.strategy).__name__:
-            return  # sharded weights: FSDP's own loader compares them (this module's are flattened here)
+            return  # sharded weights (DTensor): the strategy's own loader compares the whole ones it reads
         fitting = getattr(self.trainer.state.fn, "value", None) == "fit"
         check = resume_problem if fitting else state_dict_problem
         problem = check(self.state_dict(), checkpoint if fitting else checkpoint.get("state_dict"), self.strict_loading)
