@@ -78,7 +78,8 @@ def test_clip_gradients_on_plain_tensors_scales_to_the_max_norm():
 
 @pytest.mark.slow
 def test_fsdp_resume_equals_the_uninterrupted_run_and_its_checkpoint_resumes_on_one_process(tmp_path):
-    """~60 s: 4 steps on 2 processes; 2 + 2 from step2.ckpt on 2 processes; 2 + 2 on one process."""
+    """~70 s: 4 steps on 2 processes; 2 + 2 from step2.ckpt on 2 processes; 2 + 2 on one process; and a
+    resume into another model refused in one line."""
     import torch
 
     from tiny_runs import train_tiny
@@ -99,6 +100,12 @@ def test_fsdp_resume_equals_the_uninterrupted_run_and_its_checkpoint_resumes_on_
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     at_step2 = policy(whole / "checkpoints" / "step2.ckpt")
     assert any(not torch.equal(a[k], at_step2[k]) for k in a)  # steps 3 and 4 moved the weights
+    other = tmp_path / "other"  # another model: one line from the strategy's loader, before any weight is filled
+    other.mkdir()
+    result = cli("tests/ddp_job.py", str(other), *run, "model.hidden_size=32", f"ckpt_path={whole / 'checkpoints' / 'step2.ckpt'}",
+                 cwd=other)
+    assert result.returncode != 0
+    assert "step2.ckpt cannot be loaded into this run: policy.model.embed_tokens.weight has shape" in result.stderr
     ensure_signal_credit()
     single = tmp_path / "single"
     train_tiny(single, *[o for o in run if o != "trainer=fsdp"], f"ckpt_path={whole / 'checkpoints' / 'step2.ckpt'}")

@@ -49,6 +49,24 @@ class FSDP2Strategy(ModelParallelStrategy):
         self._tensor_parallel_size = 1
         super().setup_environment()
 
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
+        # Lightning's FSDP2 loader fills the model as it reads, before the module's on_load_checkpoint: the
+        # integrity digest and the shapes are checked here first, so a damaged file or another model is one line.
+        from agentcredit.checkpoint_file import CheckpointError, read_checkpoint, resume_problem, state_dict_problem
+
+        path = self.broadcast(checkpoint_path)
+        checkpoint = read_checkpoint(path, weights_only=weights_only)
+        module = self.lightning_module
+        fitting = getattr(module.trainer.state.fn, "value", None) == "fit"
+        expected = module.state_dict()  # DTensor entries report the whole parameter's shape
+        problem = (resume_problem(expected, checkpoint, module.strict_loading) if fitting
+                   else state_dict_problem(expected, checkpoint.get("state_dict"), module.strict_loading))
+        if problem:
+            raise CheckpointError(f"{path} cannot be loaded into this run: {problem}; resume with the model "
+                                  "overrides the run was trained with, from a checkpoint train.py wrote")
+        del checkpoint
+        return super().load_checkpoint(path, weights_only=weights_only)
+
     def shard_policy(self, policy: torch.nn.Module) -> None:
         """Called by the module's configure_model, once the process group and mesh exist."""
         shard_policy(policy, self.device_mesh["data_parallel"], param_dtype=self.param_dtype,
