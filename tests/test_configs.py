@@ -115,6 +115,8 @@ def test_fsdp_strategy_is_fsdp2_with_its_settings(tmp_path):
     assert not strategy._save_distributed_checkpoint  # one whole checkpoint file, read by scripts/evaluate.py
     with pytest.raises(ConfigError, match="needs name: fsdp and only param_dtype, .* got name: 'fsdp' and wrap"):
         build_strategy({"name": "fsdp", "wrap": "decoder_layers"})
+    with pytest.raises(ConfigError, match=r"^trainer=fsdp shards one unit per decoder layer, and Linear has no"):
+        build_strategy({"name": "fsdp"}, torch.nn.Linear(2, 2))  # e.g. custom code the config check cannot read
 
 
 @pytest.mark.gpu

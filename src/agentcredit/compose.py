@@ -178,10 +178,11 @@ def build_module(cfg: DictConfig, components):
 FSDP_SETTINGS = ("param_dtype", "reduce_dtype", "cpu_offload", "activation_checkpointing", "reshard_after_forward")
 
 
-def build_strategy(strategy):
+def build_strategy(strategy, policy: torch.nn.Module | None = None):
     """`trainer.strategy` as Lightning takes it: a name passes through; a mapping with `name: fsdp`
     (conf/trainer/fsdp.yaml) becomes FSDP2 (lit/fsdp2.FSDP2Strategy: fully_shard per decoder layer and
-    the root, applied by the module's configure_model). config_checks.strategy_problems has vetted it."""
+    the root, applied by the module's configure_model). config_checks has vetted the keys; `policy`, when
+    given, is checked for decoder layers here, in the launching process, before any worker starts."""
     if not isinstance(strategy, dict):
         return strategy
     settings = dict(strategy)
@@ -190,8 +191,11 @@ def build_strategy(strategy):
     if name != "fsdp" or unknown:
         raise ConfigError(f"trainer.strategy as a mapping needs name: fsdp and only {', '.join(FSDP_SETTINGS)}; "
                           f"got name: {name!r}" + (f" and {', '.join(unknown)}" if unknown else ""))
-    from agentcredit.lit.fsdp2 import FSDP2Strategy
+    from agentcredit.lit.fsdp2 import FSDP2Strategy, decoder_layers
 
+    if policy is not None and not decoder_layers(policy):
+        raise ConfigError(f"trainer=fsdp shards one unit per decoder layer, and {type(policy).__name__} has no "
+                          "*DecoderLayer modules; use trainer=ddp")
     return FSDP2Strategy(**settings)
 
 
@@ -203,7 +207,7 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
 
     out = run_dir_path(cfg)
     trainer_cfg = plain(cfg.trainer)
-    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"))
+    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy)
     from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
 
     return L.Trainer(
