@@ -6,7 +6,7 @@
 #
 # What it runs (tiny model, bm25 retriever, no warm start, no W&B, bf16):
 #   grpo_gpu / trace_gpu     3 training steps with trainer=gpu
-#   grpo_fsdp / trace_fsdp   3 training steps with trainer=fsdp on one device
+#   grpo_fsdp / trace_fsdp   3 training steps with trainer=fsdp (FSDP2, bf16 compute) on one device
 #   grpo_vllm                3 training steps with trainer=gpu rollout.engine=vllm (only where `vllm` imports)
 #   reference_scoring        scripts/bench_reference_scoring.py on CUDA in bf16 (its JSON line)
 #   rollout                  scripts/bench_rollout.py on CUDA, HF engine (its JSON line); with --engine vllm too
@@ -56,8 +56,11 @@ fi
 
 train grpo_gpu credit=grpo trainer=gpu trainer.precision=bf16-mixed
 train trace_gpu credit=trace trainer=gpu trainer.precision=bf16-mixed
-train grpo_fsdp credit=grpo trainer=fsdp trainer.devices=1 model.dtype=float32
-train trace_fsdp credit=trace trainer=fsdp trainer.devices=1 model.dtype=float32
+# FSDP2 on one device: float32 master shards, bfloat16 compute, float32 gradient reduction.
+FSDP=(trainer=fsdp trainer.accelerator=gpu trainer.devices=1 model.dtype=float32 trainer.strategy.param_dtype=bfloat16
+      trainer.strategy.reduce_dtype=float32)
+train grpo_fsdp credit=grpo "${FSDP[@]}"
+train trace_fsdp credit=trace "${FSDP[@]}"
 has_vllm=$("$PY" -c "import vllm" >/dev/null 2>&1 && echo 1 || echo 0)
 if [ "$has_vllm" = 1 ]; then
   # The engine takes a fixed KV cache share of the GPU; the trainer keeps the rest.

@@ -55,7 +55,10 @@ BAD = {
     "trainer.limit_val_batches=-1": r"trainer\.limit_val_batches must be an integer >= 0 or a fraction in \[0, 1\]",
     "trainer.max_steps=1.5": r"trainer\.max_steps must be an integer >= 1 \(or -1\), got 1\.5",
     "trainer.strategy.name=deepspeed trainer=fsdp": r"trainer\.strategy\.name must be fsdp",
-    "trainer=fsdp trainer.strategy.wrap=everything": r"trainer\.strategy\.wrap must be one of \[None, 'decoder_layers'\]",
+    "trainer=fsdp +trainer.strategy.wrap=everything": r"trainer\.strategy\.wrap is not a setting of FSDP; known: name, param_dtype, ",
+    "trainer=fsdp trainer.strategy.param_dtype=float8": r"trainer\.strategy\.param_dtype must be one of \[None, 'float32', 'bfloat16', 'float16'\], got 'float8'",
+    "trainer=fsdp trainer.strategy.cpu_offload=yes": r"trainer\.strategy\.cpu_offload must be true or false, got 'yes'",
+    "trainer=fsdp trainer.strategy.cpu_offload=true": r"trainer\.strategy\.cpu_offload must be false with trainer\.accelerator=cpu",
     "checkpoint.every_n_steps=0": r"checkpoint\.every_n_steps must be an integer >= 1, got 0",
     "checkpoint.last_every_n_steps=-1": r"checkpoint\.last_every_n_steps must be an integer >= 1, got -1",
     "train.micro_batch_size=0": r"train\.micro_batch_size must be an integer >= 1, got 0",
@@ -150,3 +153,27 @@ def test_tensor_parallel_size_is_bounded_by_the_machine(monkeypatch):
 
 def test_at_least_28_bad_values_are_tried():
     assert len(BAD) >= 28
+
+
+@pytest.mark.parametrize("model_type, refused", [("gpt2", True), ("llama", False)])
+def test_fsdp_with_a_model_without_decoder_layers_is_one_line_before_weights_load(tmp_path, monkeypatch, model_type,
+                                                                                    refused):
+    import json
+
+    from agentcredit.config_checks import ValueProblem, check_fsdp_model
+    from agentcredit.train import run
+
+    model_dir = tmp_path / model_type
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps({"model_type": model_type}))  # a config, no weights
+    fsdp = {"strategy": {"name": "fsdp"}}
+    model = {"kind": "hf", "name_or_path": str(model_dir)}
+    if not refused:
+        check_fsdp_model(fsdp, model)  # Llama: one FSDP unit per LlamaDecoderLayer
+        return
+    with pytest.raises(ValueProblem, match=r"model_type gpt2\) has no \*DecoderLayer modules; use trainer=ddp"):
+        check_fsdp_model(fsdp, model)
+    check_fsdp_model({"strategy": "ddp"}, model)  # ddp needs no decoder layers
+    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ConfigError, match=r"^trainer=fsdp shards one unit per decoder layer, and model\.name_or_path="):
+        run(tiny_config(tmp_path, "trainer=fsdp", "model=hf", f"model.name_or_path={model_dir}"))

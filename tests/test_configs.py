@@ -99,23 +99,24 @@ def test_cpu_and_ddp_trainers_instantiate(tmp_path):
     assert trainer.strategy._get_process_group_backend() == "gloo"
 
 
-def test_fsdp_strategy_wraps_and_checkpoints_the_decoder_layers(tmp_path):
-    from lightning.pytorch.strategies import FSDPStrategy
-    from torch.distributed.fsdp import ShardingStrategy
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+def test_fsdp_strategy_is_fsdp2_with_its_settings(tmp_path):
+    import torch
 
     from agentcredit.compose import build_strategy
+    from agentcredit.lit.fsdp2 import FSDP2Strategy
 
-    cfg = prepare_config(tiny_config(tmp_path, "trainer=fsdp", "trainer.strategy.sharding_strategy=HYBRID_SHARD"))
-    assert cfg.trainer.precision == "bf16-mixed"
-    policy = build_components(cfg).policy
-    strategy = build_strategy(dict(cfg.trainer.strategy), policy)
-    assert isinstance(strategy, FSDPStrategy)
-    assert strategy.sharding_strategy == ShardingStrategy.HYBRID_SHARD
-    assert strategy.kwargs["auto_wrap_policy"]._module_classes == {LlamaDecoderLayer}
-    assert strategy._activation_checkpointing_kwargs["auto_wrap_policy"]._module_classes == {LlamaDecoderLayer}
-    with pytest.raises(ConfigError, match="trainer.strategy.wrap must be decoder_layers or null"):
-        build_strategy({"name": "fsdp", "wrap": "everything"}, policy)
+    cfg = prepare_config(tiny_config(tmp_path, "trainer=fsdp", "trainer.strategy.param_dtype=bfloat16",
+                                     "trainer.strategy.activation_checkpointing=true"))
+    assert (cfg.trainer.accelerator, cfg.trainer.devices, cfg.trainer.precision) == ("cpu", 2, "32-true")
+    strategy = build_strategy(dict(cfg.trainer.strategy))
+    assert isinstance(strategy, FSDP2Strategy)
+    assert (strategy.param_dtype, strategy.reduce_dtype) == (torch.bfloat16, None)
+    assert strategy.activation_checkpointing and not strategy.cpu_offload and strategy.reshard_after_forward
+    assert not strategy._save_distributed_checkpoint  # one whole checkpoint file, read by scripts/evaluate.py
+    with pytest.raises(ConfigError, match="needs name: fsdp and only param_dtype, .* got name: 'fsdp' and wrap"):
+        build_strategy({"name": "fsdp", "wrap": "decoder_layers"})
+    with pytest.raises(ConfigError, match=r"^trainer=fsdp shards one unit per decoder layer, and Linear has no"):
+        build_strategy({"name": "fsdp"}, torch.nn.Linear(2, 2))  # e.g. custom code the config check cannot read
 
 
 @pytest.mark.gpu

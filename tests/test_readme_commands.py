@@ -89,7 +89,12 @@ COMMANDS = {
     "python train.py model=smollm2_135m": (SLOW, [o for o in TINY if not o.startswith("model.")]),
     "python train.py model=hf model.name_or_path=Qwen/Qwen3-0.6B model.dtype=bfloat16 trainer=gpu": (
         "not run", "a CUDA GPU and the model's weights (no download here); its config composes in tests/test_configs.py"),
-    "python train.py model=hf model.name_or_path=/path/to/model model.lora.enabled=true trainer=fsdp trainer.devices=8": (
+    "python train.py model=hf model.name_or_path=/path/to/model model.lora.enabled=true trainer=fsdp "
+    "trainer.accelerator=gpu trainer.devices=8": ("not run", "needs 8 CUDA GPUs"),
+    "python train.py trainer=fsdp": (
+        "test", "tests/test_fsdp.py::test_fsdp_trains_on_two_cpu_processes_and_its_checkpoint_loads_into_a_plain_policy"),
+    "python train.py trainer=fsdp trainer.accelerator=gpu trainer.devices=8 model=hf model.name_or_path=/path/to/model "
+    "model.dtype=float32 trainer.strategy.param_dtype=bfloat16 trainer.strategy.reduce_dtype=float32": (
         "not run", "needs 8 CUDA GPUs"),
     "python train.py logger=wandb": ("test", "tests/test_wandb.py::test_offline_run_writes_its_files_without_a_key"),
     # Your own corpus

@@ -175,35 +175,28 @@ def build_module(cfg: DictConfig, components):
                          components.rollout_cfg, credit, settings, inputs)
 
 
-def decoder_layer_classes(policy: torch.nn.Module) -> set[type]:
-    """The transformer block classes of a policy (LlamaDecoderLayer, Qwen3DecoderLayer, ...): FSDP's wrap unit."""
-    return {type(m) for m in policy.modules() if type(m).__name__.endswith("DecoderLayer")}
+FSDP_SETTINGS = ("param_dtype", "reduce_dtype", "cpu_offload", "activation_checkpointing", "reshard_after_forward")
 
 
 def build_strategy(strategy, policy: torch.nn.Module | None = None):
     """`trainer.strategy` as Lightning takes it: a name passes through; a mapping with `name: fsdp`
-    (conf/trainer/fsdp.yaml) becomes an FSDPStrategy whose wrap and activation-checkpointing units
-    are the policy's decoder layers."""
+    (conf/trainer/fsdp.yaml) becomes FSDP2 (lit/fsdp2.FSDP2Strategy: fully_shard per decoder layer and
+    the root, applied by the module's configure_model). config_checks has vetted the keys; `policy`, when
+    given, is checked for decoder layers here, in the launching process, before any worker starts."""
     if not isinstance(strategy, dict):
         return strategy
     settings = dict(strategy)
     name = settings.pop("name", None)
-    if name != "fsdp":
-        raise ConfigError(f"trainer.strategy as a mapping needs name: fsdp, got name: {name!r}; "
-                          "or give a plain strategy name such as ddp")
-    from lightning.pytorch.strategies import FSDPStrategy
+    unknown = sorted(set(settings) - set(FSDP_SETTINGS))
+    if name != "fsdp" or unknown:
+        raise ConfigError(f"trainer.strategy as a mapping needs name: fsdp and only {', '.join(FSDP_SETTINGS)}; "
+                          f"got name: {name!r}" + (f" and {', '.join(unknown)}" if unknown else ""))
+    from agentcredit.lit.fsdp2 import FSDP2Strategy, decoder_layers
 
-    layers = decoder_layer_classes(policy) if policy is not None else set()
-    units = {}
-    for key, arg in (("wrap", "auto_wrap_policy"), ("activation_checkpointing", "activation_checkpointing_policy")):
-        choice = settings.pop(key, None)
-        if choice not in (None, "decoder_layers"):
-            raise ConfigError(f"trainer.strategy.{key} must be decoder_layers or null, got {choice!r}")
-        if choice == "decoder_layers":
-            if not layers:
-                raise ConfigError(f"trainer.strategy.{key}=decoder_layers: the policy has no *DecoderLayer modules; set it to null")
-            units[arg] = layers
-    return FSDPStrategy(**settings, **units)
+    if policy is not None and not decoder_layers(policy):
+        raise ConfigError(f"trainer=fsdp shards one unit per decoder layer, and {type(policy).__name__} has no "
+                          "*DecoderLayer modules; use trainer=ddp")
+    return FSDP2Strategy(**settings)
 
 
 def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):

@@ -190,12 +190,27 @@ def check_trainer(trainer: Mapping) -> None:
     need_bool(trainer, "enable_progress_bar", p)
     strategy = trainer.get("strategy", "auto")
     if isinstance(strategy, Mapping):
-        need(strategy.get("name") == "fsdp", p + "strategy.name", "fsdp (or give a plain strategy name such as ddp)",
-             strategy.get("name"))
-        for key in ("wrap", "activation_checkpointing"):
-            need_choice(strategy, key, p + "strategy.", (None, "decoder_layers"), required=False)
+        check_fsdp(strategy, trainer)
     else:
         need(isinstance(strategy, str) and strategy, p + "strategy", "a strategy name (auto, ddp, fsdp, ...)", strategy)
+
+
+FSDP_KEYS = ("name", "param_dtype", "reduce_dtype", "cpu_offload", "activation_checkpointing", "reshard_after_forward")
+
+
+def check_fsdp(strategy: Mapping, trainer: Mapping) -> None:
+    """trainer.strategy as a mapping: FSDP2's settings (conf/trainer/fsdp.yaml, lit/fsdp2.FSDP2Strategy)."""
+    p = "trainer.strategy."
+    need(strategy.get("name") == "fsdp", p + "name", "fsdp (or give a plain strategy name such as ddp)", strategy.get("name"))
+    unknown = [str(key) for key in strategy if key not in FSDP_KEYS]
+    if unknown:
+        raise ValueProblem(f"{p}{unknown[0]} is not a setting of FSDP; known: {', '.join(FSDP_KEYS)}")
+    for key in ("param_dtype", "reduce_dtype"):
+        need_choice(strategy, key, p, (None, "float32", "bfloat16", "float16"), required=False)
+    for key in ("cpu_offload", "activation_checkpointing", "reshard_after_forward"):
+        need_bool(strategy, key, p)
+    need(not strategy.get("cpu_offload") or trainer.get("accelerator") not in ("cpu", None), p + "cpu_offload",
+         "false with trainer.accelerator=cpu (the shards are in CPU memory already)", strategy.get("cpu_offload"))
 
 
 def check_checkpoint(checkpoint: Mapping) -> None:
@@ -289,6 +304,43 @@ def check_combinations(cfg: Mapping) -> None:
         raise ValueProblem(f"model.warm_start must be false for model={model.get('kind')} on your own data: the warm "
                            "start plays oracle episodes, which only the synthetic world has (the tiny model on your "
                            "own data starts from the synthetic world's base policy instead)")
+
+
+def check_fsdp_model(trainer: Mapping, model: Mapping) -> None:
+    """trainer=fsdp shards one unit per decoder layer: a model=hf architecture without *DecoderLayer
+    classes (GPT-2, GPT-NeoX, BLOOM, ...) is refused from its config.json alone, before any weights load.
+    The tiny model and SmolLM2 are Llamas; a hub id not in the local cache cannot be told here."""
+    if not isinstance(trainer.get("strategy"), Mapping) or model.get("kind") != "hf" or not model.get("name_or_path"):
+        return
+    model_type = hf_model_type(model)
+    if model_type is not None and not decoder_layer_classes(model_type):
+        raise ValueProblem(f"trainer=fsdp shards one unit per decoder layer, and model.name_or_path="
+                           f"{model['name_or_path']!r} (model_type {model_type}) has no *DecoderLayer modules; "
+                           "use trainer=ddp, or a decoder-layer architecture (Llama, Qwen, Mistral, ...)")
+
+
+def hf_model_type(model: Mapping) -> str | None:
+    """The `model_type` of a Hugging Face config already on disk (None when it cannot be read offline)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model["name_or_path"], local_files_only=not model.get("allow_download"),
+                                            trust_remote_code=bool(model.get("trust_remote_code")))
+    except (OSError, ValueError):
+        return None  # the loader reports a missing model in its own words
+    return config.model_type
+
+
+def decoder_layer_classes(model_type: str) -> list[str]:
+    """Names of the *DecoderLayer classes in transformers' modelling module for `model_type`."""
+    import importlib
+
+    module_name = model_type.replace("-", "_")
+    try:
+        module = importlib.import_module(f"transformers.models.{module_name}.modeling_{module_name}")
+    except ImportError:
+        return ["unknown"]  # custom code (trust_remote_code): not knowable here; fully_shard checks at start
+    return [name for name in dir(module) if name.endswith("DecoderLayer")]
 
 
 def check_ckpt_path(ckpt_path: Any) -> None:

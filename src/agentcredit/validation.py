@@ -109,6 +109,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
             checks.check_judge(plain(cfg.judge))
         checks.check_ckpt_path(cfg.get("ckpt_path"))
         checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})
+        checks.check_fsdp_model(plain(cfg.trainer), plain(cfg.model))
     except checks.ValueProblem as err:
         raise ConfigError(str(err)) from None
 

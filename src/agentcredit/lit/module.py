@@ -26,6 +26,7 @@ from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
+from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import token_logprobs
 
 
@@ -122,6 +123,8 @@ class AgentRLModule(L.LightningModule):
         t0 = time.perf_counter()
         self.credit_inputs.start_step()
         self.policy.eval()
+        # FSDP2: each process samples its own questions to its own lengths, so on whole (gathered) weights.
+        gathered = FullWeights(self.policy)
         worker = self._worker(self.rollout_cfg.temperature, stream=0)
         groups = worker.rollout(questions, self.group_size)
         t_rollout = time.perf_counter() - t0
@@ -141,6 +144,7 @@ class AgentRLModule(L.LightningModule):
             samples.append((question, trajs, adv.unbind(0), extras))
         t_credit = time.perf_counter() - t1
 
+        gathered.release()
         t2 = time.perf_counter()
         if self._engine is not None:
             self._engine.sleep()  # GPU with rollout.vllm.sleep_level > 0: the update gets the engine's memory
@@ -199,7 +203,7 @@ class AgentRLModule(L.LightningModule):
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * share
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.settings.grad_clip)
+        grad_norm = clip_gradients(self.policy.parameters(), self.settings.grad_clip)
         if not (torch.isfinite(grad_norm) and math.isfinite(sums.get("loss", 0.0))):
             # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
             raise NonFiniteTraining(
@@ -288,7 +292,7 @@ class AgentRLModule(L.LightningModule):
 
     def _evaluate(self, questions, stream: int):
         worker = self._worker(self.settings.val_temperature, stream=stream)
-        with torch.no_grad():
+        with torch.no_grad(), FullWeights(self.policy):
             groups = worker.rollout(questions, 1)
         for trajs in groups:
             t = trajs[0]
@@ -340,7 +344,7 @@ class AgentRLModule(L.LightningModule):
         from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
 
         if "FSDP" in type(self.trainer.strategy).__name__:
-            return  # sharded weights: FSDP's own loader compares them (this module's are flattened here)
+            return  # sharded weights (DTensor): the strategy's own loader compares the whole ones it reads
         fitting = getattr(self.trainer.state.fn, "value", None) == "fit"
         check = resume_problem if fitting else state_dict_problem
         problem = check(self.state_dict(), checkpoint if fitting else checkpoint.get("state_dict"), self.strict_loading)
@@ -349,6 +353,12 @@ class AgentRLModule(L.LightningModule):
                                   "the model overrides the run was trained with, from a checkpoint train.py wrote")
 
     # ------------------------------------------------------------------ optimiser
+    def configure_model(self):
+        # trainer=fsdp (lit/fsdp2.FSDP2Strategy) shards the policy here, once the process group exists.
+        shard = getattr(self.trainer.strategy, "shard_policy", None)
+        if shard is not None:
+            shard(self.policy)
+
     def configure_optimizers(self):
         s = self.settings
         return torch.optim.AdamW(self.policy.parameters(), lr=s.lr, weight_decay=s.weight_decay, betas=tuple(s.betas))
