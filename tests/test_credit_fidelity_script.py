@@ -128,3 +128,17 @@ def test_the_committed_tables_regenerate_from_their_turns(tmp_path, name):
     fidelity_cli(f"from_turns={copy}", f"hydra.run.dir={tmp_path / 'run'}")
     assert (copy / "fidelity.md").read_text() == (committed / "fidelity.md").read_text()
     assert json.loads((copy / "fidelity.json").read_text()) == json.loads((committed / "fidelity.json").read_text())
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"index": 0, "rollouts": [', "not valid JSON"),
+    ('{"index": 0}', "not a credit-fidelity record"),
+    ("[1, 2]", "expected a JSON object"),
+])
+def test_a_damaged_turns_file_is_one_line(tmp_path, capsys, text, message):
+    (tmp_path / "turns.jsonl").write_text(text + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        fidelity_cli(f"from_turns={tmp_path}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("data error:") and message in err[0]

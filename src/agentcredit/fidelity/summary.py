@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from agentcredit.fidelity import metrics as M
-from agentcredit.world.user import UserDataError
+from agentcredit.world.user import UserDataError, read_jsonl
 
 FIGURES = ("pooled_rho", "within_rho", "sign_agreement", "pair_concordance", "useful_above_mean")
 
@@ -233,18 +233,9 @@ def plot(records: list[dict], path: Path) -> Path:
 def read_records(path: Path) -> list[dict]:
     """The per-question records of turns.jsonl; a damaged line is one UserDataError naming file and line."""
     records = []
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise UserDataError(f"{path} is not UTF-8 text; is it a turns.jsonl written by scripts/credit_fidelity.py?") from None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserDataError(f"{path}:{number}: not a JSON record ({err.msg}); remove the line to measure that question again") from None
-        if not isinstance(record, dict) or "rollouts" not in record or "methods" not in record:
-            raise UserDataError(f"{path}:{number}: not a fidelity record (no rollouts/methods)")
+    for where, record in read_jsonl(path, "a credit-fidelity turns.jsonl"):
+        if "rollouts" not in record or "methods" not in record:
+            raise UserDataError(f"{path} {where}: not a credit-fidelity record (no rollouts or methods); remove the "
+                                "line to measure that question again")
         records.append(record)
     return records

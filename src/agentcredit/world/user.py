@@ -42,7 +42,7 @@ class UserDataError(ValueError):
     file, the line (or parquet row) and the field."""
 
 
-def _read_jsonl(path: Path, what: str) -> list[tuple[str, dict]]:
+def read_jsonl(path: Path, what: str) -> list[tuple[str, dict]]:
     """(where, record) for every non-blank line; where is "line N"."""
     records = []
     with path.open("rb") as fh:
@@ -123,7 +123,7 @@ def _existing(path: str | Path, flag: str) -> Path:
 def load_user_corpus(corpus_path: str | Path) -> tuple[Document, ...]:
     path = _existing(corpus_path, "data.corpus_path")
     if path.suffix == ".jsonl":
-        records = _read_jsonl(path, "the corpus")
+        records = read_jsonl(path, "the corpus")
     elif path.suffix == ".parquet":
         records = _read_parquet(path)
     else:
@@ -152,7 +152,7 @@ def load_user_questions(questions_path: str | Path) -> tuple[tuple[str, Question
     if path.suffix != ".jsonl":
         raise UserDataError(f"{path}: questions must be a .jsonl file with fields question and answer")
     out = []
-    for n, (where, rec) in enumerate(_read_jsonl(path, "questions"), start=1):
+    for n, (where, rec) in enumerate(read_jsonl(path, "questions"), start=1):
         _require(rec, ("question", "answer"), path, where)
         text = _string(rec, "question", path, where).strip()
         answer = _string(rec, "answer", path, where).strip()
