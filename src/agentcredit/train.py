@@ -94,12 +94,12 @@ def run_summary(metrics_csv: Path) -> str:
 
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
+    load_env_file()
+    cfg = prepare_config(cfg)  # before any model is loaded or imported: a bad value costs nothing
+    import lightning as L
+
     from agentcredit.compose import build_components, build_module, build_trainer
     from agentcredit.lit.wandb_logger import finish_wandb
-
-    load_env_file()
-    cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
-    import lightning as L
 
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
@@ -167,10 +167,11 @@ def record_failure(out: Path, err: BaseException) -> Path:
 def one_line_kind(err: BaseException) -> str | None:
     """The prefix of errors a user can act on from one line (no traceback), None for the rest."""
     from agentcredit.checkpoint_file import CheckpointError
-    from agentcredit.lit.module import NonFiniteTraining
 
-    kinds = ((ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error"),
-             (NonFiniteTraining, "training stopped"))
+    kinds = [(ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error")]
+    lit_module = sys.modules.get("agentcredit.lit.module")  # not imported yet: no step ran, none stopped (and a
+    if lit_module is not None:                              # config error need not wait for its imports)
+        kinds.append((lit_module.NonFiniteTraining, "training stopped"))
     return next((kind for cls, kind in kinds if isinstance(err, cls)), None)
 
 
