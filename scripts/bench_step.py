@@ -162,7 +162,7 @@ def run_side(args, overrides: list[str]) -> dict:
     total = args.warmup + args.steps
     with tempfile.TemporaryDirectory(prefix="bench_step_") as out:
         cfg = compose_config([*overrides, f"trainer.max_steps={total}", f"trainer.val_check_interval={total + 1}",
-                              "+final_test=false", "trainer.enable_progress_bar=false", f"+output_dir={out}"])
+                              "++final_test=false", "trainer.enable_progress_bar=false", f"++output_dir={out}"])
         cfg = prepare_config(cfg)
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         components = build_components(cfg, progress=False)
