@@ -24,7 +24,8 @@ step's sampled policy tokens over step_s. startup_s is the time from the command
 (imports, world, policy, Lightning); config_error_s (with --against) is the time `python train.py`
 takes to print the one-line error of a bad value (rollout.group_size=1).
 
-With --against REV the revision is checked out into a temporary worktree and both sides run
+With --against REV the revision and this tree (as it is at the start, uncommitted changes to
+tracked files included) are checked out into temporary worktrees and both sides run
 --repeats times, alternating (REV first), each in its own process with the same overrides and
 seed; `ratio` is REV's median step time over this tree's, `ratios` each repeat's. Figures on a
 shared machine move with its load: only the ratio of runs interleaved in one invocation counts.
@@ -218,22 +219,27 @@ def rounded(figures: dict) -> dict:
 
 def against(args, overrides: list[str]) -> dict:
     revision = git("rev-parse", "--short", args.against)
-    here = git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # This tree as it is now (uncommitted changes to tracked files included), frozen for the whole run,
+    # so that editing the sources while it runs changes neither side.
+    here = git("stash", "create") or git("rev-parse", "HEAD")
+    here_name = git("rev-parse", "--short", "HEAD") + ("+changes" if here != git("rev-parse", "HEAD") else "")
     with tempfile.TemporaryDirectory(prefix="bench_step_rev_") as tmp:
-        other = Path(tmp) / "tree"
-        git("worktree", "add", "--detach", str(other), revision)
+        trees = {"before": Path(tmp) / "before", "after": Path(tmp) / "after"}
+        git("worktree", "add", "--detach", str(trees["before"]), revision)
+        git("worktree", "add", "--detach", str(trees["after"]), here)
         try:
             sides: dict[str, list[dict]] = {"before": [], "after": []}
             errors: dict[str, list[float]] = {"before": [], "after": []}
             for _ in range(args.repeats):
-                for name, tree in (("before", other), ("after", ROOT)):
+                for name, tree in trees.items():
                     sides[name].append(child(tree, args, overrides))
                     if args.config_error:
                         errors[name].append(config_error_seconds(tree, args.threads))
         finally:
-            git("worktree", "remove", "--force", str(other))
+            for tree in trees.values():
+                git("worktree", "remove", "--force", str(tree))
     result = {"overrides": overrides, "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
-              "repeats": args.repeats, "before_revision": revision, "after_revision": here}
+              "repeats": args.repeats, "before_revision": revision, "after_revision": here_name}
     for name, runs in sides.items():
         figures = {key: statistics.median(r[key] for r in runs) for key in runs[0] if not isinstance(runs[0][key], list)}
         figures["step_s_per_repeat"] = [round(r["step_s"], 3) for r in runs]
