@@ -88,6 +88,7 @@ def instrument(steps: list[dict]) -> None:
         if steps and "started" in steps[-1]:
             steps[-1]["period_s"] = now - steps[-1]["started"]
         steps.append(Counter(started=now, wall_started=time.time()))
+        phase[0] = "credit"  # what runs outside the rollout, the update and the logging (continuations, judge)
         try:
             return original_step(self, *args, **kwargs)
         finally:
