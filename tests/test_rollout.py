@@ -390,7 +390,10 @@ def test_an_unpadded_sequence_gets_the_logprobs_it_gets_in_a_padded_batch(setup)
 
 
 def test_equal_length_batches_group_one_length_up_to_the_size_longest_first():
-    from agentcredit.agent.trajectory import equal_length_batches
+    from agentcredit.agent.trajectory import equal_length_batches, length_sorted_batches
+
+    assert length_sorted_batches([5, 3, 9, 4], 2) == [[2, 0], [3, 1]]
+    assert length_sorted_batches([5, 3, 9], 8) == [[2, 0, 1]]
 
     assert equal_length_batches([5, 3, 5, 5], 2) == [[0, 2], [3], [1]]
     assert equal_length_batches([4, 4, 4], 8) == [[0, 1, 2]]

@@ -76,7 +76,7 @@ def test_bench_step_splits_a_step_and_counts_padding():
     assert out["rollout_forward_s"] > 0 and out["update_forward_s"] > 0 and out["update_backward_s"] > 0
     assert abs(out["rollout_forward_s"] + out["rollout_tools_s"] + out["rollout_python_s"] - out["rollout_s"]) < 1e-3
     assert abs(out["update_forward_s"] + out["update_backward_s"] + out["update_optimiser_s"] - out["update_s"]) < 1e-3
-    assert out["padding_share"] == 0.0  # padding-free micro-batches (train.padding_free, the default)
+    assert out["padding_share"] == 0.0  # padding-free micro-batches (train.padding_free=auto, on one thread)
     assert out["sampled_tokens"] > 0 and out["update_tokens"] >= out["sampled_tokens"]
 
 

@@ -115,6 +115,15 @@ def equal_length_batches(lengths: Sequence[int], max_size: int) -> list[list[int
     return batches
 
 
+def length_sorted_batches(lengths: Sequence[int], max_size: int) -> list[list[int]]:
+    """Indices of sequences in micro-batches of up to `max_size`, longest first, so that each batch
+    pads to a length close to its own sequences'. [5, 3, 9, 4] with max_size 2 -> [[2, 0], [3, 1]]."""
+    if max_size < 1:
+        raise ValueError(f"max_size must be at least 1, got {max_size}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[start : start + max_size] for start in range(0, len(order), max_size)]
+
+
 def pad_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad bare (input_ids, loss_mask) rows, such as warm-start copy windows, into the
     input_ids / attention_mask / loss_mask layout `pad_batch` gives trajectories."""
@@ -126,7 +135,7 @@ def pad_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], pad_id: int)
     }
 
 
-__all__ = ["Trajectory", "pad_batch", "pad_rows", "equal_length_batches", "ANSWER_TURN", "NON_POLICY"]
+__all__ = ["Trajectory", "pad_batch", "pad_rows", "equal_length_batches", "length_sorted_batches", "ANSWER_TURN", "NON_POLICY"]
 
 
 def generated_tokens(continuation: Trajectory) -> int:

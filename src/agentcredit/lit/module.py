@@ -20,7 +20,7 @@ import torch
 
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
-from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, equal_length_batches, pad_batch
+from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, equal_length_batches, length_sorted_batches, pad_batch
 from agentcredit.credit.config import CreditConfig, loss_settings
 from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss, sampler_gap
@@ -49,7 +49,7 @@ class NonFiniteTraining(RuntimeError):
 @dataclass
 class TrainSettings:
     micro_batch_size: int = 8  # sequences per forward/backward in the loss
-    padding_free: bool = True  # micro-batches of equal-length sequences only (see micro_batches)
+    padding_free: bool | str = "auto"  # micro-batches of equal-length sequences only; auto: on one thread (see micro_batches)
     lr: float = 1e-6
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
@@ -211,14 +211,21 @@ class AgentRLModule(L.LightningModule):
         return sums
 
     def micro_batches(self, trajectories: list[Trajectory]) -> list[list[int]]:
-        """The update's micro-batches as indices into `trajectories`. padding_free: sequences of one
-        length only, so no forward pays for padding and attention runs causal without a mask (on
-        the CPU testbed the update takes ~40% less time; the objective is the same sum, accumulated
-        in another order). Otherwise consecutive runs of micro_batch_size, padded to their longest."""
-        mb = self.settings.micro_batch_size
-        if self.settings.padding_free:
-            return equal_length_batches([len(t.input_ids) for t in trajectories], mb)
-        return [list(range(start, min(start + mb, len(trajectories)))) for start in range(0, len(trajectories), mb)]
+        """The update's micro-batches as indices into `trajectories`; the objective is the same sum either
+        way, accumulated in another order.
+
+        padding_free: sequences of one length only (most batches hold one sequence), so no forward pays
+        for padding and attention runs causal without a mask: on one thread the update took ~30% less
+        time. Otherwise up to micro_batch_size sequences, longest first, padded to their longest. With
+        several threads the padded batches won on the shared 2-core testbed machine: four times as many
+        smaller operations each paid a thread barrier (scripts/bench_step.py); `auto` picks by threads."""
+        lengths = [len(t.input_ids) for t in trajectories]
+        free = self.settings.padding_free
+        if free == "auto":
+            free = torch.get_num_threads() == 1
+        if free:
+            return equal_length_batches(lengths, self.settings.micro_batch_size)
+        return length_sorted_batches(lengths, self.settings.micro_batch_size)
 
     def _log_step(self, trajectories, credit_logs, stats, t_rollout, t_credit, t_update):
         rewards = torch.tensor([t.reward for t in trajectories])
