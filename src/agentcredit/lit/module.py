@@ -218,12 +218,15 @@ class AgentRLModule(L.LightningModule):
         for padding and attention runs causal without a mask: on one thread the update took ~30% less
         time. Otherwise up to micro_batch_size sequences, longest first, padded to their longest. With
         several threads the padded batches won on the shared 2-core testbed machine: four times as many
-        smaller operations each paid a thread barrier (scripts/bench_step.py); `auto` picks by threads."""
+        smaller operations each paid a thread barrier (scripts/bench_step.py); `auto` picks by threads.
+        Several processes (DDP, FSDP) pad: each backward syncs gradients, so every rank must run as many
+        micro-batches, and only padded ones come out as many on every rank (ceil(rollouts / size))."""
         lengths = [len(t.input_ids) for t in trajectories]
         free = self.settings.padding_free
         if free == "auto":
             free = torch.get_num_threads() == 1
-        if free:
+        world = self._trainer.world_size if self._trainer is not None else 1
+        if free and world == 1:
             return equal_length_batches(lengths, self.settings.micro_batch_size)
         return length_sorted_batches(lengths, self.settings.micro_batch_size)
 
