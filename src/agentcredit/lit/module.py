@@ -215,7 +215,7 @@ class AgentRLModule(L.LightningModule):
         way, accumulated in another order.
 
         padding_free: sequences of one length only (most batches hold one sequence), so no forward pays
-        for padding and attention runs causal without a mask: on one thread the update took ~30% less
+        for padding and attention runs causal without a mask: on one thread the update took 27-58% less
         time. Otherwise up to micro_batch_size sequences, longest first, padded to their longest. With
         several threads the padded batches won on the shared 2-core testbed machine: four times as many
         smaller operations each paid a thread barrier (scripts/bench_step.py); `auto` picks by threads.
