@@ -91,7 +91,8 @@ def main() -> None:
     components = build_components(cfg)
     model = components.policy.to(args.device).eval()
     questions = list(components.datamodule.split_questions("val"))[: args.questions]
-    rollout_cfg = RolloutConfig(**{**vars(components.rollout_cfg), "group_size": max(args.group, 2)})
+    # The rollout samples on --threads threads, as plain generate does (rollout.threads would otherwise cap it).
+    rollout_cfg = RolloutConfig(**{**vars(components.rollout_cfg), "group_size": max(args.group, 2), "threads": args.threads})
     make_worker = lambda engine: RolloutWorker(  # noqa: E731
         model, components.chat, components.env_factory, components.reward_fn, rollout_cfg,
         torch.Generator(device=args.device).manual_seed(args.seed), engine=engine)

@@ -134,13 +134,29 @@ def test_batch_keeps_order_across_chunks_and_lengths(tiny):
     tok, models = tiny
     items = [
         ScoringItem(random_ids(n, len(tok), n), b, random_ids(o, len(tok), o).tolist(), random_ids(a, len(tok), 9 + a).tolist())
-        for n, b, o, a in [(300, [100, 200, 300], 3, 2), (20, [5], 2, 1), (120, [40, 41, 120], 4, 5), (200, [60, 130, 199], 1, 3)]
+        for n, b, o, a in [(300, [100, 200, 300], 3, 2), (20, [5], 2, 1), (120, [40, 41, 120], 4, 5), (200, [60, 130, 199], 1, 3),
+                           (300, [30, 300], 2, 4)]
     ]
-    for budget in (16384, 400):  # one batch; then one trajectory per forward pass
+    for budget in (16384, 400):  # both 300-token trajectories in one batch; then one trajectory per forward pass
         scores = score_batch(models["qwen3"], items, max_batch_tokens=budget)
         for item, got in zip(items, scores):
             want = score_naive(models["qwen3"], item.input_ids, item.boundaries, item.opener_ids, item.answer_ids)
             assert got.shape == want.shape and (got - want).abs().max().item() <= 1e-4
+
+
+def test_only_trajectories_of_one_length_share_a_batch(tiny, monkeypatch):
+    """Padding would cost the cache pass its causal fast path: batches hold one trajectory length."""
+    import agentcredit.models.reference_scorer as scorer
+
+    tok, models = tiny
+    chunks = []
+    original = scorer._score_chunk
+    monkeypatch.setattr(scorer, "_score_chunk", lambda model, items, rows, results: chunks.append(sorted(rows))
+                        or original(model, items, rows, results))
+    items = [ScoringItem(random_ids(n, len(tok), i), b, [1, 2], [3]) for i, (n, b) in
+             enumerate([(60, [20, 60]), (40, [40]), (60, [60]), (40, [10, 40])])]
+    scorer.score_batch(models["llama"], items)
+    assert sorted(chunks) == [[0, 2], [1, 3]]
 
 
 def test_reference_model_with_shared_lora_base_scores_like_the_initial_model(tmp_path, monkeypatch):

@@ -345,3 +345,59 @@ def test_token_logprobs_at_chosen_positions_equal_the_full_computation(setup):
         some = token_logprobs(policy, ids, attention, temperature=0.7, positions=positions)
     assert torch.allclose(some[positions.bool()], full[positions.bool()], atol=1e-5)
     assert torch.all(some[~positions.bool()] == 0)
+
+
+def test_sampling_threads_change_no_sample_and_are_restored(setup, monkeypatch):
+    """rollout.threads sets torch's intra-op threads while the policy samples, and only then."""
+    seen = []
+    step = rollout_module.RolloutWorker._step
+    monkeypatch.setattr(rollout_module.RolloutWorker, "_step",
+                        lambda self, *args: seen.append(torch.get_num_threads()) or step(self, *args))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = {n: make_worker(setup, threads=n).rollout([QUESTION, QUESTION], group_size=3) for n in (1, None)}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen and set(seen) == {1, 2}  # threads=1 sampled on one thread, threads=None on the process's two
+    for one, process in zip(runs[1], runs[None]):
+        for a, b in zip(one, process):
+            assert a.input_ids == b.input_ids
+            assert torch.allclose(torch.tensor(a.old_logprobs), torch.tensor(b.old_logprobs), atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [0, 1.5])
+def test_sampling_threads_must_be_a_positive_integer(threads):
+    with pytest.raises(ValueError, match="rollout.threads"):
+        RolloutConfig(threads=threads)
+
+
+def test_an_unpadded_sequence_gets_the_logprobs_it_gets_in_a_padded_batch(setup):
+    """train.padding_free runs each length on its own, without padding or mask: the same log-probabilities."""
+    from agentcredit.lit.logprobs import token_logprobs
+
+    policy = setup[0]
+    torch.manual_seed(2)
+    ids = torch.randint(0, policy.get_input_embeddings().weight.shape[0], (2, 12))
+    attention = torch.ones_like(ids)
+    attention[1, 8:] = 0
+    positions = attention.clone()
+    with torch.no_grad():
+        padded = token_logprobs(policy, ids, attention, temperature=1.0, positions=positions)
+        alone = token_logprobs(policy, ids[1:, :8], attention[1:, :8], temperature=1.0, positions=positions[1:, :8])
+    assert torch.allclose(alone[0], padded[1, :8], atol=1e-5)
+
+
+def test_equal_length_batches_group_one_length_up_to_the_size_longest_first():
+    from agentcredit.agent.trajectory import equal_length_batches, length_sorted_batches
+
+    assert length_sorted_batches([5, 3, 9, 4], 2) == [[2, 0], [3, 1]]
+    assert length_sorted_batches([5, 3, 9], 8) == [[2, 0, 1]]
+
+    assert equal_length_batches([5, 3, 5, 5], 2) == [[0, 2], [3], [1]]
+    assert equal_length_batches([4, 4, 4], 8) == [[0, 1, 2]]
+    assert equal_length_batches([2, 7, 3], 8) == [[1], [2], [0]]
+    assert equal_length_batches([], 3) == []
+    with pytest.raises(ValueError):
+        equal_length_batches([1], 0)

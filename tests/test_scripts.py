@@ -65,6 +65,37 @@ def test_bench_rollout_prints_both_rates_from_one_run():
     assert out["forwards"] >= out["longest_trajectory_tokens"] and out["prefill_tokens"] > 0
 
 
+STEP_PARTS = ("rollout_s", "credit_s", "update_s", "other_s")
+
+
+def test_bench_step_splits_a_step_and_counts_padding():
+    out = run_json("scripts/bench_step.py", "--steps", "2", "--warmup", "1", "--threads", "1", "--",
+                   *TINY_MODEL, "rollout.group_size=2", "train.micro_batch_size=2", "logger=none")
+    assert len(out["steps"]) == 2 and out["threads"] == 1 and out["startup_s"] > 0
+    # Medians of parts need not add up exactly to the median step; each step's parts do (one step here per median).
+    assert out["rollout_forward_s"] > 0 and out["update_forward_s"] > 0 and out["update_backward_s"] > 0
+    assert abs(out["rollout_forward_s"] + out["rollout_tools_s"] + out["rollout_python_s"] - out["rollout_s"]) < 1e-3
+    assert abs(out["update_forward_s"] + out["update_backward_s"] + out["update_optimiser_s"] - out["update_s"]) < 1e-3
+    assert out["padding_share"] == 0.0  # padding-free micro-batches (train.padding_free=auto, on one thread)
+    assert out["sampled_tokens"] > 0 and out["update_tokens"] >= out["sampled_tokens"]
+
+
+def test_bench_step_split_of_hand_made_timers():
+    import importlib.util
+    from collections import Counter
+
+    spec = importlib.util.spec_from_file_location("bench_step", ROOT / "scripts" / "bench_step.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    parts = Counter(step_s=10.0, rollout_s=6.0, rollout_forward_s=4.0, rollout_tools_s=0.5, update_s=3.0,
+                    update_forward_s=1.0, update_backward_s=1.5, log_s=0.2, remember_s=0.1, sampled_tokens=500,
+                    update_padded_tokens=2000, update_real_tokens=1500)
+    out = bench.split(parts)
+    assert out["rollout_python_s"] == 1.5 and out["update_optimiser_s"] == 0.5
+    assert abs(out["credit_s"] - 0.7) < 1e-12 and abs(out["other_s"] - 0.3) < 1e-12  # 10 - 6 - 3 - 0.3
+    assert out["padding_share"] == 0.25 and out["tokens_per_s"] == 50.0
+
+
 def test_bench_reference_scoring_prints_its_line():
     out = run_json("scripts/bench_reference_scoring.py", "--T", "3", "--repeats", "1", "--threads", "1",
                    "--prompt-len", "20", "--action-len", "5", "--obs-len", "10")

@@ -97,11 +97,8 @@ def run_summary(metrics_csv: Path) -> str:
 
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
-    from agentcredit.compose import build_components, build_module, build_trainer
-    from agentcredit.lit.wandb_logger import finish_wandb
-
     load_env_file()
-    cfg = prepare_config(cfg)  # before any model is loaded: a bad value costs nothing
+    cfg = prepare_config(cfg)  # before any model is loaded or imported: a bad value costs nothing
     run_dir = Path(run_dir_path(cfg)).resolve()
     plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"),
                       finished_mark=bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0)
@@ -110,6 +107,9 @@ def run(cfg: DictConfig) -> float:
         return report_finished(run_dir)
     cfg = with_checkpoint(cfg, plan.ckpt_path)
     import lightning as L
+
+    from agentcredit.compose import build_components, build_module, build_trainer
+    from agentcredit.lit.wandb_logger import finish_wandb
 
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
@@ -203,10 +203,11 @@ def record_failure(out: Path, err: BaseException) -> Path:
 def one_line_kind(err: BaseException) -> str | None:
     """The prefix of errors a user can act on from one line (no traceback), None for the rest."""
     from agentcredit.checkpoint_file import CheckpointError
-    from agentcredit.lit.module import NonFiniteTraining
 
-    kinds = ((ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error"),
-             (NonFiniteTraining, "training stopped"))
+    kinds = [(ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error")]
+    lit_module = sys.modules.get("agentcredit.lit.module")  # not imported yet: no step ran, none stopped (and a
+    if lit_module is not None:                              # config error need not wait for its imports)
+        kinds.append((lit_module.NonFiniteTraining, "training stopped"))
     return next((kind for cls, kind in kinds if isinstance(err, cls)), None)
 
 

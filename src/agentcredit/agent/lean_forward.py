@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import rotate_half
 
 _ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
 
@@ -46,6 +45,13 @@ def lean_forward_unsupported(model) -> str | None:
     }
     failed = [k for k, ok in checks.items() if not ok]
     return f"{name} config needs {', '.join(failed)}" if failed else None
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """RoPE's half rotation, as transformers' Llama and Qwen3 write it (defined here, not imported, so that
+    importing the sampler does not import transformers' model code: a config error prints sooner)."""
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
 
 
 @dataclass

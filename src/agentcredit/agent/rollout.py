@@ -14,8 +14,9 @@ machines the same way the paper's context limit does on large ones.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -38,6 +39,7 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     lean_forward: bool = True  # sample through agent/lean_forward.py where the architecture allows
+    threads: int | None = 1  # torch intra-op threads while the policy samples (engine hf on CPU); None = the process's
     engine: str = "hf"  # hf: the policy samples its own turns (agent/sampling.py) | vllm: a colocated vLLM engine
     vllm: dict = field(default_factory=dict)  # agent/engines/vllm_settings.py VLLMSettings
 
@@ -54,8 +56,29 @@ class RolloutConfig:
             raise ValueError(f"rollout.lean_forward must be true or false, got {self.lean_forward!r}")
         if float(self.temperature) < 0:
             raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"rollout.threads must be null or an integer >= 1, got {self.threads!r}")
         if self.engine not in ("hf", "vllm"):
             raise ValueError(f"rollout.engine must be hf or vllm, got {self.engine!r}")
+
+
+@contextmanager
+def intra_op_threads(n: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to n inside the block (None: left alone), restored after.
+
+    A decode forward's operations are small (one token per rollout), so splitting one across threads
+    gains little and costs a thread barrier per operation; where another process holds the other
+    core, every barrier waits out a scheduler time slice. Thread counts change no result here: the
+    sampled tokens and their log-probabilities are the same (tests/test_rollout.py)."""
+    before = torch.get_num_threads()
+    if n is None or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 RewardFn = Callable[[str | None, Question], tuple[float, str | None, bool]]
@@ -208,6 +231,11 @@ class RolloutWorker:
 
     # ------------------------------------------------------------------ the loop
     def _run(self, live: list[_Live]) -> list[_Live]:
+        on_cpu = self.engine is None and (self.model is None or next(self.model.parameters()).device.type == "cpu")
+        with intra_op_threads(self.cfg.threads if on_cpu else None):
+            return self._run_all(live)
+
+    def _run_all(self, live: list[_Live]) -> list[_Live]:
         finished: list[_Live] = []
         sampler = self._sampler()
         for item in live:

@@ -96,6 +96,34 @@ def pad_batch(trajectories: list[Trajectory], pad_id: int) -> dict[str, torch.Te
     }
 
 
+def equal_length_batches(lengths: Sequence[int], max_size: int) -> list[list[int]]:
+    """Indices of sequences grouped into micro-batches that need no padding: each holds up to
+    `max_size` sequences of one length, longest first (a sequence keeps its place among equals).
+
+    A padded batch costs the padding's compute and, worse on CPU, an attention mask that keeps
+    attention from skipping the causal upper triangle; rollouts of one step rarely share a length,
+    so most batches hold one sequence. [5, 3, 5, 5] with max_size 2 -> [[0, 2], [3], [1]]."""
+    if max_size < 1:
+        raise ValueError(f"max_size must be at least 1, got {max_size}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and lengths[batches[-1][0]] == lengths[i] and len(batches[-1]) < max_size:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def length_sorted_batches(lengths: Sequence[int], max_size: int) -> list[list[int]]:
+    """Indices of sequences in micro-batches of up to `max_size`, longest first, so that each batch
+    pads to a length close to its own sequences'. [5, 3, 9, 4] with max_size 2 -> [[2, 0], [3, 1]]."""
+    if max_size < 1:
+        raise ValueError(f"max_size must be at least 1, got {max_size}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[start : start + max_size] for start in range(0, len(order), max_size)]
+
+
 def pad_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad bare (input_ids, loss_mask) rows, such as warm-start copy windows, into the
     input_ids / attention_mask / loss_mask layout `pad_batch` gives trajectories."""
@@ -107,7 +135,7 @@ def pad_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], pad_id: int)
     }
 
 
-__all__ = ["Trajectory", "pad_batch", "pad_rows", "ANSWER_TURN", "NON_POLICY"]
+__all__ = ["Trajectory", "pad_batch", "pad_rows", "equal_length_batches", "length_sorted_batches", "ANSWER_TURN", "NON_POLICY"]
 
 
 def generated_tokens(continuation: Trajectory) -> int:

@@ -11,7 +11,7 @@ Two implementations with the same result:
 - `score_fast` / `score_batch`: one pass over each trajectory builds a KV cache; then all T+1 probes
   (opener + answer) of a trajectory run in a single short pass on top of that cache, each probe
   seeing only the first boundaries[k] cached positions (a 4D additive attention mask) and itself
-  causally, with position ids continuing from boundaries[k]. Several trajectories share a batch.
+  causally, with position ids continuing from boundaries[k]. Trajectories of the same length share a batch.
 
 Departures from the paper: the paper scores "all ℓ̄_k in a single batched forward pass"; we use two
 passes (cache, then probes) because a dense block mask over [trajectory; probes] costs O(L²) attention
@@ -82,13 +82,15 @@ def score_batch(model, items: Sequence[ScoringItem], max_batch_tokens: int = 163
     for item in items:
         _check(item)
     _check_attention(model)
-    # Similar lengths side by side waste little padding.
-    order = sorted(range(len(items)), key=lambda i: _row_width(items[i]))
+    # Only trajectories of one length share a batch: the cache pass then needs no padding mask and takes
+    # the attention kernel's causal path (a padded batch of a group's rollouts took twice as long on CPU).
+    order = sorted(range(len(items)), key=lambda i: (max(items[i].boundaries), _row_width(items[i])))
     results: list[torch.Tensor] = [torch.empty(0)] * len(items)
     chunk: list[int] = []
     for i in order:
         # Rows are sorted by width, so the newest row is the widest of its chunk.
-        if chunk and _row_width(items[i]) * (len(chunk) + 1) > max_batch_tokens:
+        if chunk and (max(items[i].boundaries) != max(items[chunk[0]].boundaries)
+                      or _row_width(items[i]) * (len(chunk) + 1) > max_batch_tokens):
             _score_chunk(model, items, chunk, results)
             chunk = []
         chunk.append(i)
