@@ -18,6 +18,9 @@ recomputes (with `top_p < 1` vLLM's figure is renormalised over the nucleus, the
 Every request has its own seed, a function of the worker's seed, the rollout's index and its turn,
 so a resumed run samples what an uninterrupted one does, whatever else shares the batch.
 A rollout whose turn ends rejoins the engine with its next request as soon as its tool has run.
+
+With several training processes (trainer=ddp / fsdp) each process owns one such engine; FSDP2's
+sharded parameters are gathered whole for every reload (all processes reload at the same step).
 """
 
 from __future__ import annotations
@@ -140,11 +143,11 @@ class VLLMEngine:
         if settings.multiprocess:
             # The reload sends a function to the engine process (its own child), which vLLM pickles only when allowed.
             os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
-        # vLLM's CPU worker replaces torch.set_num_threads with a no-op; in-process that would be the trainer's too.
         # Under ddp/fsdp torch.distributed is already up: vLLM then builds its groups inside the trainer's
         # world (one new_group over all processes, so every process builds its engine at the same step),
         # each process running its own engine of tensor_parallel_size 1.
         self.joined_trainer_group = torch.distributed.is_available() and torch.distributed.is_initialized()
+        # vLLM's CPU worker replaces torch.set_num_threads with a no-op; in-process that would be the trainer's too.
         set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
         try:
             with _environment(VLLM_ENABLE_V1_MULTIPROCESSING="1" if settings.multiprocess else "0"):
