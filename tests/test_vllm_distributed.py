@@ -78,3 +78,9 @@ def test_a_tensor_parallel_size_that_does_not_divide_the_processes_is_one_line(t
     with pytest.raises(ConfigError, match="^rollout.vllm.tensor_parallel_size=2 with trainer.strategy=.* is not supported yet"):
         prepare_config(cfg)
     prepare_config(compose_config([f"trainer={trainer}", "rollout.engine=vllm"]))  # tensor_parallel_size=1 runs
+
+
+@pytest.mark.slow
+def test_lora_adapters_on_fsdp2_shards_are_merged_into_each_engine(tmp_path):
+    """The adapters are sharded too: B @ A of the shards is gathered whole and merged before each reload."""
+    check_weights_moved(*check_run(tmp_path, "fsdp", [*SIGNAL, "model.lora.enabled=true"]))

@@ -56,7 +56,8 @@ def merged_weights(policy: torch.nn.Module) -> dict[str, torch.Tensor]:
         if hasattr(module, "get_delta_weight") and getattr(module, "lora_A", None):
             active = [a for a in module.active_adapters if a in module.lora_A and not getattr(module, "merged", False)]
             if active:
-                deltas[name] = sum(module.get_delta_weight(a) for a in active)
+                delta = sum(module.get_delta_weight(a) for a in active)
+                deltas[name] = delta.full_tensor() if isinstance(delta, DTensor) else delta  # FSDP2: B @ A of shards
     tied = bool(getattr(base.config, "tie_word_embeddings", False))
     out = {}
     with torch.no_grad():
