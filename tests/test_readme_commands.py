@@ -123,6 +123,13 @@ COMMANDS = {
     "python train.py rollout.engine=vllm trainer=gpu model=hf model.name_or_path=Qwen/Qwen3-0.6B "
     "rollout.vllm.kv_cache_gib=null rollout.vllm.gpu_memory_utilization=0.4 rollout.vllm.sleep_level=1": (
         "not run", "a CUDA GPU and the model's weights"),
+    "python train.py rollout.engine=vllm trainer=ddp": (
+        "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_ddp"),
+    "python train.py model.warm_start=false rollout.engine=vllm trainer.max_steps=10 trainer.val_check_interval=10 "
+    "data.n_val=8 data.n_test=8 logger=csv trainer=ddp": (
+        "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_ddp"),
+    "python train.py rollout.engine=vllm trainer=fsdp": (
+        "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
     "scripts/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
         "test", "tests/test_vllm_engine.py::test_bench_rollout_with_vllm_prints_both_engines_from_one_run"),
     # GPU check, tests

@@ -258,12 +258,3 @@ def test_bench_rollout_with_vllm_prints_both_engines_from_one_run():
     assert {"tokens_per_s", "plain_generate_tokens_per_s", "ratio", "hf_tokens_per_s", "ratio_vs_hf"} <= out.keys()
     assert abs(out["ratio_vs_hf"] - out["tokens_per_s"] / out["hf_tokens_per_s"]) < 0.01
     assert len(out["ratios_vs_hf"]) == 2
-
-
-@pytest.mark.parametrize("trainer", ["ddp", "fsdp"])
-def test_vllm_with_several_training_processes_is_refused_before_anything_loads(trainer):
-    from agentcredit.configs import compose_config
-    from agentcredit.validation import ConfigError, prepare_config
-
-    with pytest.raises(ConfigError, match="rollout.engine=vllm runs with one training process"):
-        prepare_config(compose_config([f"trainer={trainer}", "rollout.engine=vllm"]))

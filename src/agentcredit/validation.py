@@ -167,15 +167,27 @@ def validate_config(cfg: DictConfig) -> None:
             wandb_mode(logger.get("mode"))
         except ValueError as err:
             raise ConfigError(str(err)) from None
-    strategy = plain(cfg.trainer).get("strategy")
-    strategy = str(strategy.get("name") if isinstance(strategy, dict) else strategy)
-    # Each rank would start its own in-process engine inside the trainer's process group; not supported yet.
-    _require(plain(cfg.rollout).get("engine") != "vllm" or not strategy.startswith(("ddp", "fsdp")),
-             f"rollout.engine=vllm runs with one training process for now (trainer.strategy={strategy}); "
-             "use rollout.engine=hf with ddp/fsdp")
+    _check_engine_world(plain(cfg.trainer), plain(cfg.rollout))
     model_kinds = group_kinds("model")
     mk = plain(cfg.model).get("kind")
     _require(mk in model_kinds, f"model.kind must be one of {list(model_kinds)}, got {mk!r}")
+
+
+def _check_engine_world(trainer: dict, rollout: dict) -> None:
+    """rollout.engine=vllm under ddp/fsdp: each engine spans tensor_parallel_size processes of the trainer."""
+    strategy = trainer.get("strategy")
+    strategy = str(strategy.get("name") if isinstance(strategy, dict) else strategy)
+    if rollout.get("engine") != "vllm" or not strategy.startswith(("ddp", "fsdp")):
+        return
+    devices, nodes = trainer.get("devices"), trainer.get("num_nodes") or 1
+    tp = (rollout.get("vllm") or {}).get("tensor_parallel_size", 1)
+    if isinstance(devices, int) and isinstance(nodes, int) and isinstance(tp, int):
+        world = devices * nodes
+        _require(world % tp == 0, f"rollout.vllm.tensor_parallel_size={tp} must divide the number of training "
+                                  f"processes ({world} = trainer.devices x trainer.num_nodes); each engine spans "
+                                  "tensor_parallel_size of them")
+    _require(tp == 1, f"rollout.vllm.tensor_parallel_size={tp} with trainer.strategy={strategy} is not supported yet: "
+                      "each process runs its own engine of tensor_parallel_size=1")
 
 
 def prepare_config(cfg: DictConfig) -> DictConfig:

@@ -114,6 +114,14 @@ class AgentRLModule(L.LightningModule):
         self._engine_step = self.global_step
         return time.perf_counter() - t0
 
+    def _per_rank(self, stats: dict, keys: tuple[str, ...]) -> dict:
+        """`<key>/rank<r>` for every process (only rank 0 writes the logs); nothing with one process."""
+        if self.trainer.world_size == 1:
+            return {}
+        mine = torch.tensor([float(stats[k]) for k in keys], device=self.device)
+        every = self.all_gather(mine).reshape(-1, len(keys)).tolist()  # (world, len(keys))
+        return {f"{key}/rank{r}": row[i] for r, row in enumerate(every) for i, key in enumerate(keys)}
+
     def teardown(self, stage: str) -> None:
         if self._engine is not None:
             self._engine.close()
@@ -154,6 +162,7 @@ class AgentRLModule(L.LightningModule):
         t_update = time.perf_counter() - t2
         if self._engine is not None:
             stats["time/weight_sync_s"] = self._sync_engine()
+            stats.update(self._per_rank(stats, ("time/weight_sync_s", "rollout/logprob_gap")))
 
         self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update)
         self._remember_samples(samples)

@@ -18,6 +18,9 @@ recomputes (with `top_p < 1` vLLM's figure is renormalised over the nucleus, the
 Every request has its own seed, a function of the worker's seed, the rollout's index and its turn,
 so a resumed run samples what an uninterrupted one does, whatever else shares the batch.
 A rollout whose turn ends rejoins the engine with its next request as soon as its tool has run.
+
+With several training processes (trainer=ddp / fsdp) each process owns one such engine; FSDP2's
+sharded parameters are gathered whole for every reload (all processes reload at the same step).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Hashable, Sequence
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from agentcredit.agent.engines.vllm_settings import VLLMSettings
 from agentcredit.agent.sampling import SampledTurn
@@ -52,13 +56,16 @@ def merged_weights(policy: torch.nn.Module) -> dict[str, torch.Tensor]:
         if hasattr(module, "get_delta_weight") and getattr(module, "lora_A", None):
             active = [a for a in module.active_adapters if a in module.lora_A and not getattr(module, "merged", False)]
             if active:
-                deltas[name] = sum(module.get_delta_weight(a) for a in active)
+                delta = sum(module.get_delta_weight(a) for a in active)
+                deltas[name] = delta.full_tensor() if isinstance(delta, DTensor) else delta  # FSDP2: B @ A of shards
     tied = bool(getattr(base.config, "tie_word_embeddings", False))
     out = {}
     with torch.no_grad():
         for name, tensor in base.state_dict().items():
             if "lora_" in name or (tied and name == "lm_head.weight"):
                 continue
+            if isinstance(tensor, DTensor):  # FSDP2 shard: gathered whole (every process calls this in step)
+                tensor = tensor.full_tensor()
             name = name.replace(".base_layer.", ".")
             owner = name.rsplit(".", 1)[0]
             if name.endswith(".weight") and owner in deltas:
@@ -82,6 +89,16 @@ def _reload_in_worker(worker, weights: list[tuple[str, torch.Tensor]] | None, pa
     # matrix packed at start. Dispatching again packs the new one (a no-op on GPU).
     head.weight = embed.weight
     head.quant_method.process_weights_after_loading(head)
+
+
+def _leave_trainer_group() -> None:
+    """vLLM's distributed teardown less its last act: the trainer's own process group stays up."""
+    from vllm.distributed import parallel_state
+
+    parallel_state.destroy_model_parallel()
+    if parallel_state._WORLD is not None:
+        parallel_state._WORLD.destroy()
+    parallel_state._WORLD, parallel_state._NODE_COUNT = None, None
 
 
 @contextlib.contextmanager
@@ -127,6 +144,10 @@ class VLLMEngine:
         if settings.multiprocess:
             # The reload sends a function to the engine process (its own child), which vLLM pickles only when allowed.
             os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+        # Under ddp/fsdp torch.distributed is already up: vLLM then builds its groups inside the trainer's
+        # world (one new_group over all processes, so every process builds its engine at the same step),
+        # each process running its own engine of tensor_parallel_size 1.
+        self.joined_trainer_group = torch.distributed.is_available() and torch.distributed.is_initialized()
         # vLLM's CPU worker replaces torch.set_num_threads with a no-op; in-process that would be the trainer's too.
         set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
         try:
@@ -178,7 +199,18 @@ class VLLMEngine:
     def close(self) -> None:
         core = getattr(getattr(self, "llm", None), "llm_engine", None)
         if core is not None:
-            core.engine_core.shutdown()
+            if self.joined_trainer_group:
+                import vllm.v1.engine.core as engine_core
+
+                # vLLM's shutdown destroys torch's default process group, which is the trainer's here.
+                cleanup = engine_core.cleanup_dist_env_and_memory
+                engine_core.cleanup_dist_env_and_memory = _leave_trainer_group
+                try:
+                    core.engine_core.shutdown()
+                finally:
+                    engine_core.cleanup_dist_env_and_memory = cleanup
+            else:
+                core.engine_core.shutdown()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # ------------------------------------------------------------------ sampling
