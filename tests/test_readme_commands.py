@@ -75,6 +75,23 @@ COMMANDS = {
         "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
     "python train.py -m <the same sweep args> hydra.sweep.dir=outputs/multirun/<sweep> resume=true": (
         "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
+    # Step time
+    "python scripts/bench_step.py": ("test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "scripts/bench_step.py [--threads N] [--steps 3] [--against REV] <overrides>": (
+        "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "python scripts/bench_step.py --against 62bd954": (
+        "not run", "checks out and times two revisions side by side (minutes); one revision's path runs in "
+                   "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "python scripts/bench_step.py --against 62bd954 --steps 2 --repeats 2 [--warmup 0 | --threads 1 experiment=compare arm=…]": (
+        "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
+                   "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "python train.py <overrides>": ("not run", "a placeholder for any training command"),
+    "python train.py": (SLOW, SHIPPED_SHRINK),
+    "python train.py rollout.group_size=1": (
+        "test", "tests/test_config_errors.py::test_bad_value_is_one_line_naming_the_key_before_anything_loads"),
+    "python train.py seed=S +threads=1 +final_test=false": (
+        "not run", "the 30-step measurement over seeds; the same training path runs as `python train.py credit=trace "
+                   "credit.K=3` here"),
     # Credit fidelity
     "python scripts/credit_fidelity.py": ("test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
     "python scripts/credit_fidelity.py n=32 mc=16": (
