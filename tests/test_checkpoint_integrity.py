@@ -122,14 +122,18 @@ def test_a_checkpoint_from_before_digests_loads_with_one_warning(run_dir, tmp_pa
 def test_a_non_finite_loss_stops_the_run_before_last_ckpt_is_written(tmp_path, monkeypatch, signal_credit):
     from agentcredit.lit import module as lit_module
 
-    real = lit_module.policy_loss
-    calls = {"n": 0}
+    real_loss, real_step = lit_module.policy_loss, lit_module.AgentRLModule.training_step
+    steps = {"n": 0}
+
+    def counting_step(self, *args, **kwargs):  # a step may call the loss once per micro-batch
+        steps["n"] += 1
+        return real_step(self, *args, **kwargs)
 
     def nan_on_the_second_step(*args, **kwargs):
-        loss, stats = real(*args, **kwargs)
-        calls["n"] += 1
-        return (loss * float("nan"), stats) if calls["n"] >= 2 else (loss, stats)
+        loss, stats = real_loss(*args, **kwargs)
+        return (loss * float("nan"), stats) if steps["n"] >= 2 else (loss, stats)
 
+    monkeypatch.setattr(lit_module.AgentRLModule, "training_step", counting_step)
     monkeypatch.setattr(lit_module, "policy_loss", nan_on_the_second_step)
     with pytest.raises(lit_module.NonFiniteTraining, match=r"^step 1: the loss or gradient is not finite"):
         train_tiny(tmp_path, *RUN, "trainer.max_steps=3")
