@@ -50,7 +50,7 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from agentcredit.configs import ConfigError
-    from agentcredit.fidelity.run import export, fidelity_config, measure, policy_step, write_reports
+    from agentcredit.fidelity.run import export, fidelity_config, measure, write_reports
     from agentcredit.fidelity.summary import read_records
     from agentcredit.train import exit_on_one_line_error, load_env_file
 
@@ -73,12 +73,12 @@ def main(cfg: DictConfig) -> None:
             return
         overrides = list(hydra_cfg.overrides.task)
         cfg = fidelity_config(cfg, overrides)
-        records = measure(cfg, overrides, out_dir)
+        records, step = measure(cfg, overrides, out_dir)
         summary = write_reports(records, out_dir, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap),
                                 samples=int(cfg.samples), config={"overrides": overrides, "ckpt_path": cfg.ckpt_path,
                                                                   "n": int(cfg.n), "group_size": int(cfg.group_size),
                                                                   "mc": int(cfg.mc), "split": cfg.split},
-                                step=policy_step(cfg))
+                                step=step)
         if cfg.get("export"):
             export(out_dir, Path(cfg.export))
     except Exception as err:

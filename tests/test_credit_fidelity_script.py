@@ -103,9 +103,9 @@ def test_a_trained_checkpoint_is_measured_against_the_initial_reference(tiny_swe
     import agentcredit.fidelity.methods
 
     calls = []
-    build, load = agentcredit.fidelity.methods.build_methods, agentcredit.evaluate.load_policy_weights
+    build, load = agentcredit.fidelity.methods.build_methods, agentcredit.evaluate.apply_policy_state
     with mock.patch("agentcredit.fidelity.methods.build_methods", side_effect=lambda *a: calls.append("references") or build(*a)), \
-            mock.patch("agentcredit.evaluate.load_policy_weights", side_effect=lambda *a: calls.append("checkpoint") or load(*a)):
+            mock.patch("agentcredit.evaluate.apply_policy_state", side_effect=lambda *a: calls.append("checkpoint") or load(*a)):
         fidelity_cli(f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=1",
                      "methods=[grpo,trace]", f"hydra.run.dir={out}")
     assert calls == ["references", "checkpoint"]

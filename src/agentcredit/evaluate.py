@@ -91,10 +91,10 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
 # ----- rollouts ------------------------------------------------------------------------------------
 
 
-def load_policy_weights(policy, ckpt_path: str) -> None:
-    """The policy's weights from a Lightning checkpoint of this project (its `policy.` state_dict entries);
-    a checkpoint that holds none, or weights of another shape, is one CheckpointError line."""
-    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint, state_dict_problem
+def read_policy_state(ckpt_path: str) -> tuple[dict, int]:
+    """(the policy's weights, the training step) of a Lightning checkpoint of this project (its `policy.`
+    state_dict entries); a checkpoint that holds none is one CheckpointError line."""
+    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
 
     prefix = "policy."
     checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
@@ -102,11 +102,28 @@ def load_policy_weights(policy, ckpt_path: str) -> None:
     state = {k[len(prefix):]: v for k, v in weights.items() if str(k).startswith(prefix)} if isinstance(weights, dict) else {}
     if not state:
         raise CheckpointError(f"{ckpt_path} holds no policy weights; give a checkpoint written by train.py")
+    return state, int(checkpoint.get("global_step", 0))
+
+
+def check_policy_fits(policy, state: dict, ckpt_path: str) -> None:
+    """One CheckpointError line when `state` (from `ckpt_path`) does not fit the configured policy's names and shapes."""
+    from agentcredit.checkpoint_file import CheckpointError, state_dict_problem
+
     problem = state_dict_problem(policy.state_dict(), state)
     if problem:
-        raise CheckpointError(f"{ckpt_path} does not fit the configured model ({problem}); "
-                              "pass the model overrides the run was trained with")
+        raise CheckpointError(f"{ckpt_path} is a checkpoint of another model: it does not fit the configured model "
+                              f"({problem}); pass the model overrides the run was trained with")
+
+
+def apply_policy_state(policy, state: dict, ckpt_path: str) -> None:
+    check_policy_fits(policy, state, ckpt_path)
     policy.load_state_dict(state, strict=True)
+
+
+def load_policy_weights(policy, ckpt_path: str) -> None:
+    """The policy's weights from a Lightning checkpoint of this project; a checkpoint that holds none, or
+    weights of another shape, is one CheckpointError line."""
+    apply_policy_state(policy, read_policy_state(ckpt_path)[0], ckpt_path)
 
 
 def rollout_questions(components, questions: Sequence[Question], temperature: float, batch_size: int = 32,

@@ -63,7 +63,7 @@ def check_fidelity_settings(cfg: DictConfig) -> None:
 
 def fidelity_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> DictConfig:
     """The checked config. With a checkpoint, its run's own overrides come first (as scripts/evaluate.py
-    does), so the model and data are the run's; the checkpoint itself is checked to hold policy weights."""
+    does), so the model and data are the run's."""
     from agentcredit.evaluate import merge_overrides, training_overrides
     from agentcredit.validation import prepare_config
 
@@ -71,14 +71,8 @@ def fidelity_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> D
     if recorded:
         cfg = compose_config(merge_overrides(recorded, command_overrides), config_name="fidelity")
     check_fidelity_settings(cfg)
-    if cfg.get("ckpt_path"):
-        from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
-
-        if not Path(cfg.ckpt_path).is_file():
-            raise ConfigError(f"ckpt_path {cfg.ckpt_path!r} is not a file")
-        state = read_checkpoint(cfg.ckpt_path, weights_only=False).get("state_dict", {})
-        if not any(k.startswith("policy.") for k in state):
-            raise CheckpointError(f"{cfg.ckpt_path} holds no policy weights; give a checkpoint written by train.py")
+    if cfg.get("ckpt_path") and not Path(cfg.ckpt_path).is_file():
+        raise ConfigError(f"ckpt_path {cfg.ckpt_path!r} is not a file")
     return prepare_config(cfg)
 
 
@@ -158,23 +152,28 @@ def load_finished(path: Path, key: str) -> dict[int, dict]:
     return finished
 
 
-def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path, progress: bool = True) -> list[dict]:
-    """Every question's record, in question order (measured now or earlier into the same folder)."""
+def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
+            progress: bool = True) -> tuple[list[dict], int]:
+    """Every question's record, in question order (measured now or earlier into the same folder), and the
+    training step of the measured weights (0 for the base policy)."""
     from tqdm import tqdm
 
     from agentcredit.agent.engines import build_engine
     from agentcredit.compose import build_components
-    from agentcredit.evaluate import evaluation_questions, load_policy_weights
+    from agentcredit.evaluate import apply_policy_state, check_policy_fits, evaluation_questions, read_policy_state
     from agentcredit.fidelity.methods import build_methods
 
     path = out_dir / "turns.jsonl"
     finished = load_finished(path, settings_key(cfg))
+    # The checkpoint is read once, before any model loads; its weights replace the initial ones only after
+    # the references copied those, as in training.
+    state, step = read_policy_state(cfg.ckpt_path) if cfg.ckpt_path else (None, 0)
     components = build_components(cfg, progress=progress)
-    if cfg.ckpt_path:
-        check_checkpoint_fits(components.policy, cfg.ckpt_path)  # before the references copy anything
+    if state is not None:
+        check_policy_fits(components.policy, state, cfg.ckpt_path)  # another model: one line, before the references
     methods = build_methods([str(m) for m in cfg.methods], measured_overrides(cfg, command_overrides), components)
-    if cfg.ckpt_path:
-        load_policy_weights(components.policy, cfg.ckpt_path)  # after the references copied the initial weights
+    if state is not None:
+        apply_policy_state(components.policy, state, cfg.ckpt_path)
     components.policy.eval()
     questions = evaluation_questions(components.datamodule, cfg)
     engine = build_engine(components.rollout_cfg, components.policy, components.tokenizer, seed=int(cfg.eval_seed))
@@ -192,33 +191,7 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path, pr
     finally:
         if engine is not None:
             engine.close()
-    return records
-
-
-def check_checkpoint_fits(policy, ckpt_path: str) -> None:
-    """One CheckpointError line when the checkpoint's policy weights do not match the configured model's
-    names and shapes (a checkpoint of another model), checked without loading them."""
-    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
-
-    state = {k[len("policy."):]: v for k, v in read_checkpoint(ckpt_path, weights_only=False).get("state_dict", {}).items()
-             if k.startswith("policy.")}
-    mine = policy.state_dict()
-    missing = sorted(set(mine) - set(state))
-    wrong = sorted(k for k in set(mine) & set(state) if tuple(mine[k].shape) != tuple(state[k].shape))
-    if missing or wrong or set(state) - set(mine):
-        first = (f"{wrong[0]}: {tuple(state[wrong[0]].shape)} in the checkpoint, {tuple(mine[wrong[0]].shape)} in the model"
-                 if wrong else f"weights missing or extra: {(missing or sorted(set(state) - set(mine)))[0]}")
-        raise CheckpointError(f"{ckpt_path} is a checkpoint of another model ({first}); pass the model overrides "
-                              "the run was trained with")
-
-
-def policy_step(cfg: DictConfig) -> int:
-    """The training step of the measured weights: the checkpoint's, 0 for the base policy."""
-    if not cfg.get("ckpt_path"):
-        return 0
-    from agentcredit.checkpoint_file import read_checkpoint
-
-    return int(read_checkpoint(cfg.ckpt_path, weights_only=False).get("global_step", 0))
+    return records, step
 
 
 def viewer_samples(records: list[dict], label: str, limit: int, step: int = 0) -> list[dict]:
