@@ -100,8 +100,9 @@ def run(cfg: DictConfig) -> float:
     load_env_file()
     cfg = prepare_config(cfg)  # before any model is loaded or imported: a bad value costs nothing
     run_dir = Path(run_dir_path(cfg)).resolve()
-    plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"),
-                      finished_mark=bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0)
+    # The held-out test after training; its test_summary.json is what marks a run finished.
+    final_test = bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0
+    plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"), finished_mark=final_test)
     (run_dir / "error.txt").unlink(missing_ok=True)  # an earlier attempt's failure; this attempt writes its own
     if plan.skip:
         return report_finished(run_dir)
@@ -125,7 +126,7 @@ def run(cfg: DictConfig) -> float:
         accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them
         if math.isnan(accuracy):  # a resumed run whose last validation ran before the interruption
             accuracy = (metric_by_step(run_dir / "metrics.csv", "val/accuracy") or [math.nan])[-1]
-        if cfg.get("final_test", True) and int(cfg.data.get("n_test", 0)) > 0:
+        if final_test:
             test_metrics = (trainer.test(module, datamodule=datamodule, verbose=False) or [{}])[0]
         failed = False
     finally:

@@ -101,8 +101,9 @@ def _worker(components, cfg: DictConfig, seed: int, engine):
                          components.rollout_cfg, generator, engine=engine)
 
 
-def measure_question(cfg: DictConfig, index: int, question, components, methods, engine) -> dict:
-    """One question's record: its rollouts, their ground truth, every method's turn credit, and the costs."""
+def measure_question(cfg: DictConfig, index: int, question, components, methods, engine, settings: str) -> dict:
+    """One question's record: its rollouts, their ground truth, every method's turn credit, and the costs;
+    `settings` is `settings_key(cfg)`, computed once per measurement."""
     import time
 
     from agentcredit.agent.protocol import parse_turn
@@ -133,7 +134,7 @@ def measure_question(cfg: DictConfig, index: int, question, components, methods,
             "turns": traj.turn_texts, "observations": traj.observations, "answer": traj.answer,
         })
     return {"index": index, "question_id": question.id, "question": question.text, "gold_answer": question.answer,
-            "settings": settings_key(cfg), "methods": [m.label for m in methods], "rollouts": rollouts,
+            "settings": settings, "methods": [m.label for m in methods], "rollouts": rollouts,
             "cost": {"rollout": rollout_cost, "truth": truth_cost, "methods": method_costs}}
 
 
@@ -164,7 +165,8 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
     from agentcredit.fidelity.methods import build_methods
 
     path = out_dir / "turns.jsonl"
-    finished = load_finished(path, settings_key(cfg))
+    settings = settings_key(cfg)
+    finished = load_finished(path, settings)
     # The checkpoint is read once, before any model loads; its weights replace the initial ones only after
     # the references copied those, as in training.
     state, step = read_policy_state(cfg.ckpt_path) if cfg.ckpt_path else (None, 0)
@@ -184,7 +186,7 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
                               file=sys.stderr):
                 record = finished.get(index)
                 if record is None:
-                    record = measure_question(cfg, index, questions[index], components, methods, engine)
+                    record = measure_question(cfg, index, questions[index], components, methods, engine, settings)
                     out.write(json.dumps(record, default=float) + "\n")
                     out.flush()
                 records.append(record)

@@ -372,7 +372,7 @@ class AgentRLModule(L.LightningModule):
         # a long traceback from load_state_dict or the loops; here they are one CheckpointError line.
         from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
 
-        if "FSDP" in type(self.trainer.strategy).__name__:
+        if self._sharded:
             return  # sharded weights (DTensor): the strategy's own loader compares the whole ones it reads
         fitting = getattr(self.trainer.state.fn, "value", None) == "fit"
         check = resume_problem if fitting else state_dict_problem
