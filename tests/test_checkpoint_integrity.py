@@ -93,16 +93,19 @@ def test_a_damaged_checkpoint_is_one_line_naming_the_file(run_dir, tmp_path, cas
     assert __import__("re").search(message, text), text
 
 
+# `python train.py` at the tiny sizes of the run being resumed (its command line, as a user types it).
+RESUME_CLI = ["model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2",
+              "model.num_kv_heads=2", "model.intermediate_size=128", "model.vocab_size=800", "rollout.group_size=2",
+              "rollout.max_tool_turns=2", "rollout.max_turn_tokens=16", "rollout.max_obs_tokens=128",
+              "env.retriever=bm25", "env.default_topn=3", "data.n_val=2", "data.prompts_per_step=2",
+              "trainer.max_steps=3", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false", "logger=none"]
+
+
 def test_resuming_from_a_damaged_checkpoint_stops_in_one_line(run_dir, tmp_path, capsys):
     bad = overwrite_middle(run_dir / "checkpoints" / "last.ckpt", tmp_path / "bad.ckpt")
     out = io.StringIO()
     with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(out):
-        hydra_cli(*RUN, "model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2",
-                  "model.num_kv_heads=2", "model.intermediate_size=128", "model.vocab_size=800", "rollout.group_size=2",
-                  "rollout.max_tool_turns=2", "rollout.max_turn_tokens=16", "rollout.max_obs_tokens=128",
-                  "env.retriever=bm25", "env.default_topn=3", "data.n_val=2", "data.prompts_per_step=2",
-                  "trainer.max_steps=3", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
-                  "logger=none", f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
+        hydra_cli(*RUN, *RESUME_CLI, f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
     assert exit_info.value.code == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [lines[0]] and lines[0].startswith(f"checkpoint error: {bad} is corrupted"), lines
@@ -183,12 +186,7 @@ def test_resuming_from_a_checkpoint_that_does_not_fit_is_one_line(run_dir, tmp_p
     bad = resave(checkpoint, tmp_path / "bad.ckpt")
     assert read_checkpoint(bad, weights_only=False)  # its digest is valid: only its content is wrong
     with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
-        hydra_cli(*RUN, "model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2",
-                  "model.num_kv_heads=2", "model.intermediate_size=128", "model.vocab_size=800", "rollout.group_size=2",
-                  "rollout.max_tool_turns=2", "rollout.max_turn_tokens=16", "rollout.max_obs_tokens=128",
-                  "env.retriever=bm25", "env.default_topn=3", "data.n_val=2", "data.prompts_per_step=2",
-                  "trainer.max_steps=3", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
-                  "logger=none", f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
+        hydra_cli(*RUN, *RESUME_CLI, f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
     assert exit_info.value.code == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"checkpoint error: {bad} cannot be loaded into this run: "), lines
