@@ -1,6 +1,7 @@
 """Build the tiny testbed's base policy once and write it where runs load it from.
 
     python scripts/build_base_policy.py                     # the default recipe -> src/agentcredit/testbed/shipped/
+    python scripts/build_base_policy.py data=testbed_long   # a preset's recipe -> src/agentcredit/testbed/shipped/testbed_long/
     python scripts/build_base_policy.py warmstart.steps=20 --out /tmp/bp   # any Hydra override; another folder
     python scripts/build_base_policy.py --no-eval           # skip the held-out evaluation written into info.json
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentcredit.compose import build_components
     from agentcredit.configs import compose_config
     from agentcredit.paths import cache_dir
-    from agentcredit.testbed.base_policy import SHIPPED, base_policy_key, build_base_policy, save_base_policy
+    from agentcredit.testbed.base_policy import base_policy_key, build_base_policy, save_base_policy
     from agentcredit.validation import ConfigError, prepare_config
 
     try:
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     components = build_components(cfg, progress=not args.quiet, base_policy=False)
     key = base_policy_key(cfg, components)
-    out = args.out or SHIPPED
+    out = args.out or shipped_folder(args.overrides)
     start = time.time()
     info = build_base_policy(cfg, components, progress=not args.quiet,
                              checkpoint_folder=cache_dir() / "base_policy_build" / key)
@@ -59,6 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     save_base_policy(components.policy, components.tokenizer, info, out)
     print(json.dumps({"out": str(out), **{k: v for k, v in info.items() if k != "overrides"}}), flush=True)
     return 0
+
+
+def shipped_folder(overrides: list[str]):
+    """Where a build ships by default: build E's folder, or shipped/<preset>/ for a data preset of its own."""
+    from agentcredit.testbed.base_policy import SHIPPED
+
+    presets = [o.split("=", 1)[1] for o in overrides if o.startswith("data=")]
+    preset = presets[-1] if presets else "tiny"
+    return SHIPPED if preset in ("tiny", "testbed") else SHIPPED / preset
 
 
 def evaluate_base_policy(cfg, components, n: int = 200, split: str = "val", temperature: float = 1.0, seed: int = 0) -> dict:

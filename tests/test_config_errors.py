@@ -14,7 +14,7 @@ from tiny_runs import ROOT, hydra_cli, tiny_config
 # override(s) -> the start of the one-line message (a regex). The first nine are the issue's; the
 # next three were already caught; the rest were tried for the same faults elsewhere.
 BAD = {
-    "data.world.hops_min=9": r"data\.world\.hops_min must be an integer in 2\.\.4, got 9",
+    "data.world.hops_min=9": r"data\.world\.hops_min must be an integer in 2\.\.8, got 9",
     "env.retriever=foo": r"env\.retriever must be one of \['dense', 'bm25'\], got 'foo'",
     "data.prompts_per_step=0": r"data\.prompts_per_step must be an integer >= 1, got 0",
     "env.max_topn=0": r"env\.max_topn must be an integer >= 1, got 0",

@@ -134,7 +134,7 @@ def test_infeasible_template_is_a_clear_error():
 
 def test_config_errors_are_one_line_and_actionable():
     with pytest.raises(ValueError, match="hops"):
-        WorldConfig(hops_max=5)
+        WorldConfig(hops_max=9)
     with pytest.raises(ValueError, match="unknown question templates"):
         WorldConfig(templates=("BRIDGE",))
     with pytest.raises(ValueError, match="unknown data.world keys"):

@@ -67,6 +67,12 @@ def build_components(cfg: DictConfig, *, progress: bool = True, base_policy: boo
         synthetic = build_components(synthetic_base_config(cfg), progress=progress, base_policy=base_policy)
         policy, tokenizer, base_info = synthetic.policy, synthetic.tokenizer, synthetic.base_policy_info
     else:
+        if model_cfg.get("kind") == "tiny" and model_cfg.get("warm_start") and (cfg.get("warmstart") or {}).get("init_from"):
+            from agentcredit.testbed.warmstart import init_folder
+
+            # A curriculum stage reads with the tokens of the base policy it continues: fitted on this world's
+            # questions (data=testbed_long's are longer chains) the merges, hence the vocabulary, would differ.
+            model_cfg["tokenizer_path"] = str(init_folder(cfg.warmstart.init_from))
         # LoRA wraps the model only after the base policy is in it: the cached weights are plain keys.
         policy, tokenizer = load_policy({**model_cfg, "lora": {"enabled": False}},
                                         tokenizer_texts=lambda: tokenizer_corpus(world))

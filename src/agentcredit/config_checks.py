@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentcredit.world.config import TEMPLATES, WorldConfig
+from agentcredit.world.config import MAX_HOPS, TEMPLATES, WorldConfig
 
 # Lightning's accepted `precision` values (lightning.fabric.connector._PRECISION_INPUT).
 PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
@@ -107,7 +107,7 @@ def check_world(world: Mapping) -> None:
     need_int(world, "num_questions", p, low=1, required=False)
     for key in ("hops_min", "hops_max"):
         value = world.get(key)
-        need(value is None or (_is_int(value) and 2 <= value <= 4), p + key, "an integer in 2..4", value)
+        need(value is None or (_is_int(value) and 2 <= value <= MAX_HOPS), p + key, f"an integer in 2..{MAX_HOPS}", value)
     lo, hi = world.get("hops_min", 2), world.get("hops_max", 4)
     need(lo <= hi, p + "hops_min", f"<= data.world.hops_max ({hi})", lo)
     need_int(world, "distractors_min", p, required=False)

@@ -91,9 +91,12 @@ def _load_tiny(cfg: Mapping[str, Any], tokenizer_texts: TokenizerTexts | None):
         tokenizer = AutoTokenizer.from_pretrained(init_path)
         model = AutoModelForCausalLM.from_pretrained(init_path, dtype=dtype, attn_implementation=attn)
         return model, tokenizer
-    if tokenizer_texts is None:
+    if cfg.get("tokenizer_path"):  # set by compose for a base policy that continues another (warmstart.init_from)
+        tokenizer = AutoTokenizer.from_pretrained(cfg["tokenizer_path"])
+    elif tokenizer_texts is None:
         raise ValueError("model=tiny fits its tokenizer on the corpus: pass tokenizer_texts to load_policy")
-    tokenizer = build_tiny_tokenizer(tokenizer_texts(), vocab_size=int(cfg.get("vocab_size", 4096)))
+    else:
+        tokenizer = build_tiny_tokenizer(tokenizer_texts(), vocab_size=int(cfg.get("vocab_size", 4096)))
     model = build_tiny_model(
         tokenizer,
         architecture=cfg.get("architecture", "llama"),

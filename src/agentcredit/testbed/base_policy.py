@@ -25,13 +25,12 @@ import torch
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.paths import cache_dir, stable_hash
 from agentcredit.testbed.answer_prior import answers_by_kind, asked_for
-from agentcredit.testbed.warmstart import Checkpoints, WarmStartConfig, build_examples, train_sft
+from agentcredit.testbed.warmstart import SHIPPED, Checkpoints, WarmStartConfig, build_examples, init_folder, train_sft
 from agentcredit.testbed.windows import turn_windows
 from agentcredit.configs import ConfigError
 
 WEIGHTS = "policy.pt"
 INFO = "info.json"
-SHIPPED = Path(__file__).parent / "shipped"
 REBUILD_COMMAND = "python scripts/build_base_policy.py"
 # Bump when the warm-start recipe changes in a way the settings do not show.
 RECIPE_VERSION = 3
@@ -48,6 +47,10 @@ def base_policy_key(cfg, components) -> str:
 
     model = {k: v for k, v in plain(cfg.model).items() if k not in MODEL_KEYS_NOT_IN_KEY}
     warmstart = {k: v for k, v in plain(cfg.warmstart).items() if k not in WARMSTART_KEYS_NOT_IN_KEY}
+    if warmstart.get("init_from"):  # the policy started from, by its own key: wherever it lies, rebuilt means new
+        warmstart["init_from"] = (read_info(init_folder(warmstart["init_from"])) or {}).get("key")
+    elif "init_from" in warmstart:
+        del warmstart["init_from"]  # so that build E's key stays what it was before the setting existed
     env = {k: v for k, v in plain(cfg.env).items() if k != "reward"}
     data = plain(cfg.data)
     return stable_hash({
@@ -79,14 +82,23 @@ def load_weights(policy: torch.nn.Module, folder: Path) -> None:
                                 f"rebuild them with {REBUILD_COMMAND}") from None
 
 
+def shipped_folders() -> list[Path]:
+    """Build E's folder, then one subfolder per preset that ships its own base policy (shipped/testbed_long/)."""
+    if not SHIPPED.is_dir():
+        return []
+    return [SHIPPED, *sorted(p for p in SHIPPED.iterdir() if (p / INFO).is_file())]
+
+
 def ensure_base_policy(cfg, components, progress: bool = True) -> dict:
     """Load the base policy whose key matches this run into `components.policy`: the shipped one,
     else one in the user cache, else build it into the cache if `warmstart.rebuild` is set."""
     key = base_policy_key(cfg, components)
+    for candidate in shipped_folders():
+        info = read_info(candidate)
+        if info and info.get("key") == key:
+            load_weights(components.policy, candidate)
+            return {**info, "source": "shipped"}
     shipped = read_info(SHIPPED)
-    if shipped and shipped.get("key") == key:
-        load_weights(components.policy, SHIPPED)
-        return {**shipped, "source": "shipped"}
     folder = cache_dir() / "base_policy" / key
     cached = read_info(folder)
     if cached and (folder / WEIGHTS).exists():
@@ -156,6 +168,15 @@ def guesses_by_kind(train, fallback):
     return guesses
 
 
+def start_from(components, folder: Path) -> None:
+    """Load the base policy in `folder` into `components.policy`, after checking that it reads the same tokens."""
+    theirs = type(components.tokenizer).from_pretrained(str(folder)).get_vocab()
+    if theirs != components.tokenizer.get_vocab():
+        raise BasePolicyMissing(f"warmstart.init_from: the base policy in {folder} was built with another vocabulary "
+                                "(a different corpus or tokenizer); start from random weights (init_from=null)")
+    load_weights(components.policy, folder)
+
+
 def build_base_policy(cfg, components, progress: bool = True, checkpoint_folder: Path | None = None) -> dict:
     """Warm-start `components.policy` in place; returns the build's figures. With `checkpoint_folder`
     the build saves its state there as it goes and resumes from it when run again."""
@@ -164,6 +185,8 @@ def build_base_policy(cfg, components, progress: bool = True, checkpoint_folder:
 
     ws = WarmStartConfig(**plain(cfg.warmstart))
     start = time.time()
+    if ws.init_from:
+        start_from(components, init_folder(ws.init_from))
     torch.manual_seed(ws.seed)
     sources = training_sources(cfg, components, ws.aux_worlds)
     random.Random(ws.seed).shuffle(sources)

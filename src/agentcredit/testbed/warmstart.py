@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
@@ -34,6 +35,17 @@ from agentcredit.env.types import ToolCall
 from agentcredit.lit.logprobs import token_logprobs
 from agentcredit.testbed.notes import fact_note, hop_cues, then_note
 from agentcredit.world.types import Question
+
+# The base policies the package carries: build E in the folder itself, a preset's in a subfolder named after it.
+SHIPPED = Path(__file__).parent / "shipped"
+
+
+def init_folder(value: str) -> Path:
+    """The base policy folder `warmstart.init_from` names: "shipped" (build E), "shipped/<preset>", or a path."""
+    folder = SHIPPED.parent / value if value == "shipped" or value.startswith("shipped/") else Path(value)
+    if not (folder / "policy.pt").is_file() or not (folder / "info.json").is_file():
+        raise ValueError(f"warmstart.init_from={value!r}: {folder} holds no base policy (policy.pt and info.json)")
+    return folder
 
 
 @dataclass
@@ -59,6 +71,9 @@ class WarmStartConfig:
     checkpoint_every: int = 100  # steps between resumable checkpoints of a build
     rebuild: bool = False  # a run with no matching base policy builds one into the cache (else it stops and says how)
     seed: int = 0
+    # A base policy to continue from instead of random weights (init_folder): a curriculum stage. The long
+    # preset starts from build E, which already reads 2-3-hop chains, and only learns the longer ones.
+    init_from: str | None = None
 
     def __post_init__(self):
         for name in ("episodes", "steps", "batch_size", "window_batch_size", "checkpoint_every"):
@@ -75,6 +90,10 @@ class WarmStartConfig:
                 raise ValueError(f"warmstart.{name} must be a probability in [0, 1], got {value!r}")
         if not isinstance(self.answer_loss_weight, (int, float)) or self.answer_loss_weight <= 0:
             raise ValueError(f"warmstart.answer_loss_weight must be a number > 0, got {self.answer_loss_weight!r}")
+        if self.init_from is not None:
+            if not isinstance(self.init_from, str) or not self.init_from:
+                raise ValueError(f"warmstart.init_from must be null or a base policy folder, got {self.init_from!r}")
+            init_folder(self.init_from)
 
 
 def degrade(actions: Sequence[ToolCall], answer: str, rng: random.Random, cfg: WarmStartConfig, guesses: Sequence[str],
