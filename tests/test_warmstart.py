@@ -205,3 +205,81 @@ def test_the_shipped_base_policy_matches_the_default_settings():
     shipped = bp.read_info(bp.SHIPPED)
     assert shipped is not None and shipped["key"] == key, (
         f"shipped base policy {shipped and shipped.get('key')} was built for other settings than the defaults' {key}")
+
+
+def test_a_build_can_continue_a_base_policy_with_its_tokens_and_is_keyed_by_it(setup, tmp_path, monkeypatch):
+    """warmstart.init_from (data=testbed_long's curriculum stage): the tiny model reads with the base policy's
+    tokenizer, starts from its weights, and the key follows the base policy's own key."""
+    import json
+
+    import torch
+
+    import agentcredit.testbed.base_policy as bp
+    from agentcredit.configs import ConfigError
+    from agentcredit.validation import prepare_config
+
+    cfg, components = setup
+    initial = {k: v.clone() for k, v in components.policy.state_dict().items()}
+    stage1 = tmp_path / "stage1"
+    marked = {k: torch.full_like(v, 0.25) for k, v in initial.items()}
+    components.policy.load_state_dict(marked)
+    bp.save_base_policy(components.policy, components.tokenizer, {"key": "first"}, stage1)
+    components.policy.load_state_dict(initial)
+    # another world's questions fit other merges: the stage reads with stage 1's tokens, not its own world's
+    second = [*TINY, *SMALL_WORLD, *SHORT_BUILD, "model.warm_start=true", "data.world.seed=7"]
+    own = build_components(compose_config(second), progress=False, base_policy=False)
+    assert own.tokenizer.get_vocab() != components.tokenizer.get_vocab()
+    cfg2 = compose_config([*second, f"warmstart.init_from={stage1}"])
+    continued = build_components(cfg2, progress=False, base_policy=False)
+    assert continued.tokenizer.get_vocab() == components.tokenizer.get_vocab()
+    key = bp.base_policy_key(cfg2, continued)
+    bp.start_from(continued, stage1)
+    assert all(torch.equal(v, marked[k]) for k, v in continued.policy.state_dict().items())
+    (stage1 / bp.INFO).write_text(json.dumps({"key": "rebuilt"}))
+    assert bp.base_policy_key(cfg2, continued) != key  # a rebuilt first stage means a new second stage
+    with pytest.raises(ConfigError, match="another vocabulary") as error:
+        bp.start_from(own, stage1)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match=r"warmstart.init_from='/nowhere': /nowhere holds no base policy"):
+        prepare_config(compose_config([*TINY, "warmstart.init_from=/nowhere"]))
+
+
+def test_runs_find_a_preset_base_policy_in_its_shipped_subfolder(setup, tmp_path, monkeypatch):
+    import json
+
+    import torch
+
+    import agentcredit.testbed.base_policy as bp
+
+    cfg, components = setup
+    cfg = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD])
+    initial = {k: v.clone() for k, v in components.policy.state_dict().items()}
+    monkeypatch.setattr(bp, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "shipped").mkdir()
+    (tmp_path / "shipped" / bp.INFO).write_text(json.dumps({"key": "build E"}))
+    marked = {k: torch.full_like(v, 0.75) for k, v in initial.items()}
+    components.policy.load_state_dict(marked)
+    bp.save_base_policy(components.policy, components.tokenizer, {"key": bp.base_policy_key(cfg, components)},
+                        tmp_path / "shipped" / "some_preset")
+    components.policy.load_state_dict(initial)
+    try:
+        assert bp.shipped_folders() == [tmp_path / "shipped", tmp_path / "shipped" / "some_preset"]
+        assert bp.ensure_base_policy(cfg, components, progress=False)["source"] == "shipped"
+        assert all(torch.equal(v, marked[k]) for k, v in components.policy.state_dict().items())
+    finally:
+        components.policy.load_state_dict(initial)
+
+
+def test_the_build_script_ships_a_preset_beside_build_e():
+    import importlib.util
+    from pathlib import Path
+
+    import agentcredit.testbed.base_policy as bp
+
+    spec = importlib.util.spec_from_file_location("build_base_policy", Path(__file__).parents[1] / "scripts" / "build_base_policy.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.shipped_folder([]) == bp.SHIPPED
+    assert script.shipped_folder(["warmstart.steps=3", "data=testbed"]) == bp.SHIPPED
+    assert script.shipped_folder(["data=testbed_long"]) == bp.SHIPPED / "testbed_long"

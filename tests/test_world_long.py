@@ -21,7 +21,7 @@ def long_world(**knobs):
 def test_the_long_preset_is_the_testbed_world_with_longer_chains_and_more_tool_turns():
     short, long = compose_config([]), compose_config(["data=testbed_long"])
     assert (long.data.world.hops_min, long.data.world.hops_max) == (4, 6)
-    assert plain(long.data.world) == {**plain(short.data.world), "hops_min": 4, "hops_max": 6}
+    assert plain(long.data.world) == {**plain(short.data.world), "hops_min": 4, "hops_max": 6, "num_questions": 5200}
     assert plain(long.env) == plain(short.env)  # the same browser view
     assert (short.rollout.max_tool_turns, long.rollout.max_tool_turns) == (12, 24)
     assert long.warmstart.init_from == "shipped" and short.warmstart.init_from is None
