@@ -110,6 +110,12 @@ COMMANDS = {
     "trainer.accelerator=gpu trainer.devices=8": ("not run", "needs 8 CUDA GPUs"),
     "python train.py trainer=fsdp": (
         "test", "tests/test_fsdp.py::test_fsdp_trains_on_two_cpu_processes_and_its_checkpoint_loads_into_a_plain_policy"),
+    "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=29500 "
+    "train.py trainer=fsdp trainer.devices=1 trainer.num_nodes=2 hydra.run.dir=outputs/runs/two_nodes": (
+        "test", "tests/test_multinode.py::test_two_nodes_on_this_machine_train_in_one_world"),
+    "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=1 --master_addr=127.0.0.1 --master_port=29500 "
+    "train.py trainer=fsdp trainer.devices=1 trainer.num_nodes=2 hydra.run.dir=outputs/runs/two_nodes": (
+        "test", "tests/test_multinode.py::test_two_nodes_on_this_machine_train_in_one_world"),
     "python train.py trainer=fsdp trainer.accelerator=gpu trainer.devices=8 model=hf model.name_or_path=/path/to/model "
     "model.dtype=float32 trainer.strategy.param_dtype=bfloat16 trainer.strategy.reduce_dtype=float32": (
         "not run", "needs 8 CUDA GPUs"),
