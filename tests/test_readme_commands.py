@@ -151,6 +151,9 @@ COMMANDS = {
     "python train.py model.warm_start=false rollout.engine=vllm trainer.max_steps=10 trainer.val_check_interval=10 "
     "data.n_val=8 data.n_test=8 logger=csv trainer=ddp": (
         "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_ddp"),
+    "python train.py model.warm_start=false rollout.engine=vllm trainer.max_steps=10 trainer.val_check_interval=10 "
+    "data.n_val=8 data.n_test=8 logger=csv trainer=fsdp": (
+        "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
     "python train.py rollout.engine=vllm trainer=fsdp": (
         "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
     "scripts/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
