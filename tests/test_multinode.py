@@ -6,6 +6,7 @@ own share of the test questions.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -79,11 +80,16 @@ def test_the_readme_shows_one_command_per_node_that_differ_only_in_node_rank():
     assert "--nproc_per_node=1" in args and "trainer.devices=1" in args and "trainer.num_nodes=2" in args
 
 
-@pytest.mark.parametrize("trainer", ["fsdp", "ddp"])
-def test_two_nodes_on_this_machine_train_in_one_world(tmp_path, trainer):
+VLLM = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="rollout.engine=vllm needs vLLM")
+
+
+@pytest.mark.parametrize("trainer, extra", [
+    pytest.param("fsdp", [], id="fsdp"), pytest.param("ddp", [], id="ddp"),
+    pytest.param("fsdp", ["rollout.engine=vllm"], id="fsdp-vllm", marks=[pytest.mark.slow, VLLM])])
+def test_two_nodes_on_this_machine_train_in_one_world(tmp_path, trainer, extra):
     run_dir = tmp_path / "two_nodes"
     port = free_port()
-    commands = [as_run_here(c, port, run_dir, trainer) for c in node_commands()]
+    commands = [as_run_here(c, port, run_dir, trainer) + extra for c in node_commands()]
     results = run_nodes(commands, cwd=tmp_path)
     for rank, (status, out) in enumerate(results):
         assert status == 0, out[-3000:]
@@ -94,3 +100,6 @@ def test_two_nodes_on_this_machine_train_in_one_world(tmp_path, trainer):
     summary = json.loads((run_dir / "test_summary.json").read_text())
     assert summary["n_test"] == 2  # data.n_test=2: one question answered on each node
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    if extra:  # an engine on each node, reloaded from the gathered shards: its log-probabilities are the trainer's
+        for row in steps:
+            assert max(float(row[f"rollout/logprob_gap/rank{r}"]) for r in (0, 1)) <= 1e-4
