@@ -19,7 +19,8 @@ from pathlib import Path
 
 
 def last_line(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
 
 

@@ -49,7 +49,8 @@ def test_the_fsdp_vllm_check_is_smollm2s_architecture_in_bf16():
 
     overrides = listed_checks()["grpo_fsdp_vllm"][2:]
     assert {"trainer=fsdp", "rollout.engine=vllm", "trainer.accelerator=gpu", "trainer.devices=1",
-            "trainer.strategy.param_dtype=bfloat16", "rollout.vllm.dtype=bfloat16", "model.warm_start=false"} <= set(overrides)
+            "trainer.strategy.param_dtype=bfloat16", "rollout.vllm.dtype=bfloat16",
+            "model.warm_start=false"} <= set(overrides)
     cfg = compose_config(overrides)
     shape = attention_shape(dict(cfg.model))
     assert (shape.layers, shape.kv_heads, shape.head_dim) == (30, 3, 64)

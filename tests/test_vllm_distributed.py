@@ -6,8 +6,8 @@ log-probabilities equal the trainer's on every process, before the first update 
 Step 0's gap is measured before any update, steps 1 and 2 after one and two; the weights move at every
 step (the `signal` credit, lr 0.01), so an engine left with stale weights shows a gap of about 0.16 at
 step 1 (measured by hand). 3 TRACE steps run too (slow), and ProVer's and SPO-chain's continuations,
-checked to sample on each process's own engine (slow, tests/continuations_job.py). Each run ends with trainer.test, which builds a
-second engine per process after the first is closed.
+checked to sample on each process's own engine (slow, tests/continuations_job.py). Each run ends with
+trainer.test, which builds a second engine per process after the first is closed.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ def test_continuations_sample_on_each_processs_own_engine(tmp_path, method):
     for rank, report in enumerate(ranks):
         own = {"pid": report["pid"], "rank": rank}
         assert report["engines_built"] == [own] and report["module_engine"] == own
-        assert report["continuation_calls"] > 0 and report["continuation_engines"] == [own] * report["continuation_calls"]
+        calls = report["continuation_calls"]
+        assert calls > 0 and report["continuation_engines"] == [own] * calls
         assert report["engine_samplers"] == report["continuation_calls"] and report["hf_samplers"] == 0
         assert report["sampled_tokens"] > 0 and report["logprob_gap"] <= 1e-4, report

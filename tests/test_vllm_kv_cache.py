@@ -80,7 +80,8 @@ def test_shapes_are_read_without_weights(tmp_path):
     assert dims(attention_shape({"kind": "hf", "name_or_path": str(tmp_path)})) == (28, 8, 128)
     assert dims(attention_shape({"kind": "tiny", "init_path": str(tmp_path)})) == (28, 8, 128)  # a saved policy
     # no head_dim or num_key_value_heads: hidden_size / heads, and as many KV heads as heads
-    assert dims(shape_of_config({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}, "x")) == (2, 4, 16)
+    plain = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}
+    assert dims(shape_of_config(plain, "x")) == (2, 4, 16)
     assert shape_of_config({"n_layer": 2}, "gpt2") is None  # another naming: vLLM checks it itself
     assert attention_shape({"kind": "hf", "name_or_path": str(tmp_path / "absent")}) is None
 
