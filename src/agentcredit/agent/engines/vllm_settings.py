@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -137,3 +138,65 @@ def vllm_settings(values: Mapping) -> VLLMSettings:
     if unknown:
         raise ValueError(f"rollout.vllm.{unknown[0]} is not a setting; known: {', '.join(known)}")
     return VLLMSettings(**values)
+
+
+
+# Bytes per element of the engine's dtype names (vLLM's and torch's).
+DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
+# Tokens per KV cache block where extra.block_size does not say: vLLM's CPU platform sets 128; on CUDA
+# 16 is vLLM's default (some attention backends take larger blocks, so there it is a lower bound).
+CPU_BLOCK_SIZE, CUDA_BLOCK_SIZE = 128, 16
+
+
+def kv_cache_bytes(*, layers: int, kv_heads: int, head_dim: int, dtype_bytes: int, tokens: int,
+                   tensor_parallel_size: int = 1) -> int:
+    """KV cache bytes `tokens` tokens take on one engine worker: a key and a value vector (2) per
+    layer, KV head and token. With tensor parallelism each worker holds kv_heads / tp heads (at
+    least one: vLLM replicates a head rather than split it)."""
+    heads = max(1, kv_heads // tensor_parallel_size)
+    return 2 * layers * heads * head_dim * dtype_bytes * tokens
+
+
+def engine_cache_tokens(context_tokens: int, block_size: int) -> int:
+    """Tokens of cache vLLM must allocate to admit one request of `context_tokens`: whole blocks, plus
+    the one null block its block pool always keeps (measured: the tiny model at 4096 tokens, 128-token
+    blocks, 3072 bytes a token, is refused with 12.29 MiB of cache and starts with 12.39 MiB = 33 blocks)."""
+    return (math.ceil(context_tokens / block_size) + 1) * block_size
+
+
+def block_size(s: VLLMSettings) -> int:
+    given = s.extra.get("block_size")
+    if _int(given) and given > 0:
+        return given
+    import torch
+
+    return CUDA_BLOCK_SIZE if torch.cuda.is_available() else CPU_BLOCK_SIZE
+
+
+def kv_cache_problem(s: VLLMSettings, *, layers: int, kv_heads: int, head_dim: int, model_dtype: str,
+                     max_context_tokens: int, block: int, source: str) -> str | None:
+    """Whether `kv_cache_gib` holds one full context (rollout.max_context_tokens, the engine's
+    max_model_len) in `block`-token blocks, which vLLM checks only once the policy has loaded and the
+    engine starts. With kv_cache_gib null the cache is a share of the GPU's free memory, which is only
+    known once the model is on it."""
+    if s.kv_cache_gib is None:
+        return None
+    dtype = model_dtype if s.dtype in (None, "auto") else s.dtype
+    cache_dtype = str(s.extra.get("kv_cache_dtype", "auto"))
+    label = dtype if cache_dtype == "auto" else cache_dtype
+    dtype_bytes = 1 if cache_dtype.startswith("fp8") else DTYPE_BYTES.get(label)
+    if dtype_bytes is None:
+        return None  # a dtype other checks refuse, or one vLLM names otherwise: it checks the cache itself
+    tokens = engine_cache_tokens(max_context_tokens, block)
+    need = kv_cache_bytes(layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype_bytes=dtype_bytes,
+                          tokens=tokens, tensor_parallel_size=s.tensor_parallel_size)
+    have = s.kv_cache_gib * 2**30
+    if need <= have:
+        return None
+    per_worker = f" / tensor_parallel_size {s.tensor_parallel_size}" if s.tensor_parallel_size > 1 else ""
+    return (f"rollout.vllm.kv_cache_gib={s.kv_cache_gib} ({have / 2**20:.2f} MiB) cannot hold one full context: "
+            f"rollout.max_context_tokens={max_context_tokens} takes {tokens} tokens of cache ({block}-token blocks "
+            f"and vLLM's null block) x 2 x {layers} layers x {kv_heads} KV heads{per_worker} x {head_dim} head dim "
+            f"x {dtype_bytes} bytes ({label}) = {need / 2**20:.2f} MiB (shape from {source}); set "
+            f"rollout.vllm.kv_cache_gib to at least {math.ceil(need / 2**30 * 10000) / 10000:g} "
+            "or lower rollout.max_context_tokens")
