@@ -127,3 +127,36 @@ def test_decode_chunks_read_each_run_up_to_its_longest_row():
     # At 5000 per call one run (9000) beats two (12024).
     assert decode_chunks([10, 12, 1000, 990], call_keys=5000) == [(0, 4, 1000)]
     assert decode_chunks([]) == []
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen3"])
+def test_norms_rope_table_and_fused_projections_equal_the_modules_bit_for_bit(tokenizer, architecture):
+    """The lean forward's pieces reproduce the modules' arithmetic exactly, not just closely: the
+    sampler's tokens and log-probabilities must not move when it takes the lean path."""
+    from agentcredit.agent.lean_forward import _FusedLayer, _norm, _RopeTable
+
+    model = _model(tokenizer, architecture)
+    layer = model.model.layers[0]
+    for module in (layer.input_layernorm, getattr(layer.self_attn, "q_norm", layer.post_attention_layernorm)):
+        module.weight.data.uniform_(0.5, 1.5)  # not all ones, so the weight's product is checked
+        x = torch.randn(7, module.weight.shape[0])
+        assert torch.equal(_norm(module)(x), module(x))
+    other = torch.nn.LayerNorm(4)
+    assert _norm(other) is other  # an unknown norm class is called as it is
+
+    table = _RopeTable(model.model.rotary_emb)
+    x = torch.zeros(1, 5, model.config.hidden_size)
+    positions = torch.tensor([0, 3, 700, 2, 513])  # past the first table's 512 rows: it grows
+    cos, sin = table(x[0], positions)
+    assert table.cos.shape[0] >= 701
+    for i, p in enumerate(positions.tolist()):
+        want_cos, want_sin = model.model.rotary_emb(x[:, :1], torch.tensor([[p]]))
+        assert torch.equal(cos[i], want_cos[0, 0]) and torch.equal(sin[i], want_sin[0, 0])
+
+    fused = _FusedLayer(layer)
+    h = torch.randn(6, model.config.hidden_size)
+    attn, mlp = layer.self_attn, layer.mlp
+    separate = torch.cat([torch.nn.functional.linear(h, w) for w in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)], -1)
+    assert torch.allclose(torch.nn.functional.linear(h, fused.qkv_weight), separate, atol=1e-6)
+    gate_up = torch.nn.functional.linear(h, fused.gate_up_weight)
+    assert torch.allclose(gate_up, torch.cat([mlp.gate_proj(h), mlp.up_proj(h)], -1), atol=1e-6)
