@@ -59,7 +59,7 @@ def instrument(steps: list[dict]) -> None:
 
     phase = ["idle"]
 
-    def wrap(owner, name, key, *, set_phase=None, before=None):
+    def wrap(owner, name, key, *, set_phase=None):
         original = getattr(owner, name, None)
         if original is None:
             return
@@ -68,8 +68,6 @@ def instrument(steps: list[dict]) -> None:
             previous = phase[0]
             if set_phase:
                 phase[0] = set_phase
-            if before is not None and steps:
-                before(steps[-1], *args, **kwargs)
             start = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -96,10 +94,17 @@ def instrument(steps: list[dict]) -> None:
 
     AgentRLModule.training_step = training_step
 
-    def count_update_tokens(parts, model, input_ids, attention_mask, *args, **kwargs):
-        if phase[0] == "update":
-            parts["update_padded_tokens"] += input_ids.numel()
-            parts["update_real_tokens"] += int(attention_mask.sum())
+    original_pad_batch = module_mod.pad_batch
+
+    def pad_batch(*args, **kwargs):
+        # Counted where the update pads a micro-batch: its forward may run without the mask.
+        batch = original_pad_batch(*args, **kwargs)
+        if steps and phase[0] == "update":
+            steps[-1]["update_padded_tokens"] += batch["input_ids"].numel()
+            steps[-1]["update_real_tokens"] += int(batch["attention_mask"].sum())
+        return batch
+
+    module_mod.pad_batch = pad_batch
 
     wrap(RolloutWorker, "rollout", "rollout_s", set_phase="rollout")
     wrap(AgentRLModule, "_optimise", "update_s", set_phase="update")
@@ -109,7 +114,7 @@ def instrument(steps: list[dict]) -> None:
         wrap(TurnSampler, name, "forward_s")
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
-    wrap(module_mod, "token_logprobs", "forward_s", before=count_update_tokens)
+    wrap(module_mod, "token_logprobs", "forward_s")
     wrap(AgentRLModule, "manual_backward", "backward_s")
     original_finish = RolloutWorker._finish
 
