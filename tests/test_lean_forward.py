@@ -153,10 +153,31 @@ def test_norms_rope_table_and_fused_projections_equal_the_modules_bit_for_bit(to
         want_cos, want_sin = model.model.rotary_emb(x[:, :1], torch.tensor([[p]]))
         assert torch.equal(cos[i], want_cos[0, 0]) and torch.equal(sin[i], want_sin[0, 0])
 
-    fused = _FusedLayer(layer)
-    h = torch.randn(6, model.config.hidden_size)
+    cfg = model.config
+    shape = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads)
+    fused, separate = _FusedLayer(layer, *shape, fuse=True), _FusedLayer(layer, *shape, fuse=False)
+    assert fused.qkv_weight is not None and separate.qkv_weight is None
+    h = torch.randn(6, cfg.hidden_size)
     attn, mlp = layer.self_attn, layer.mlp
-    separate = torch.cat([torch.nn.functional.linear(h, w) for w in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)], -1)
-    assert torch.allclose(torch.nn.functional.linear(h, fused.qkv_weight), separate, atol=1e-6)
-    gate_up = torch.nn.functional.linear(h, fused.gate_up_weight)
-    assert torch.allclose(gate_up, torch.cat([mlp.gate_proj(h), mlp.up_proj(h)], -1), atol=1e-6)
+    want = torch.cat([attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)], -1).view(6, -1, shape[2])
+    assert torch.equal(separate.qkv(h), want) and torch.allclose(fused.qkv(h), want, atol=1e-6)
+    assert torch.equal(separate.kv(h), want[:, shape[0]:]) and torch.allclose(fused.kv(h), want[:, shape[0]:], atol=1e-6)
+    for got in (fused.gate_up(h), separate.gate_up(h)):
+        assert torch.allclose(got[0], mlp.gate_proj(h), atol=1e-6) and torch.allclose(got[1], mlp.up_proj(h), atol=1e-6)
+
+
+def test_large_models_keep_separate_projections(tokenizer, monkeypatch):
+    from agentcredit.agent import lean_forward
+
+    model = _model(tokenizer, "llama")
+    assert all(f.qkv_weight is not None for f in LeanForward(model).fused)
+    monkeypatch.setattr(lean_forward, "FUSE_LIMIT_BYTES", 1000)  # as if the weights were larger than the limit
+    lean = LeanForward(model)
+    assert all(f.qkv_weight is None and f.gate_up_weight is None for f in lean.fused)
+    cache = SlotCache(1)
+    cache.reserve(8)
+    tokens = [3, 5, 7, 9]
+    got = lean.packed(_batch({}, [(0, tokens, 0)], 1), cache)
+    with torch.no_grad():
+        want = model(input_ids=torch.tensor([tokens])).logits[0, -1]
+    assert torch.allclose(got[0], want, atol=1e-5)

@@ -93,12 +93,13 @@ class LeanForward:
         self.num_kv_heads = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.scaling = self.head_dim ** -0.5
-        # Fewer, larger calls per layer: q, k and v in one projection (k and v in the last layer, whose
-        # queries are only the kept tokens), gate and up in another. A fused projection's every output
-        # is the same dot product as the separate one's (the sampled tokens and log-probabilities of a
-        # recorded rollout came out identical). These are copies of the weights at construction: a
-        # LeanForward serves the sampler of one rollout batch, between two updates.
-        self.fused = [_FusedLayer(layer) for layer in self.layers]
+        # Fewer, larger calls per layer for small models: q, k and v in one projection (k and v in the
+        # last layer, whose queries are only the kept tokens), gate and up in another. A fused
+        # projection's every output is the same dot product as the separate one's (the sampled tokens
+        # and log-probabilities of a recorded rollout came out identical). The fused weights are copies
+        # taken here: a LeanForward serves the sampler of one rollout batch, between two updates.
+        fuse = sum(_FusedLayer.weight_bytes(layer) for layer in self.layers) <= FUSE_LIMIT_BYTES
+        self.fused = [_FusedLayer(layer, self.num_heads, self.num_kv_heads, self.head_dim, fuse) for layer in self.layers]
         self._rope = _RopeTable(self.rotary)
 
     @torch.no_grad()
@@ -134,7 +135,7 @@ class LeanForward:
                 # The last layer's outputs feed only the returned logits; every token's keys and
                 # values are stored, so the rest of the layer runs on those tokens only.
                 # For a 2-layer model that is about half of a prefill's arithmetic.
-                kv = F.linear(h, fused.kv_weight).view(-1, 2 * kv_heads, dim)
+                kv = fused.kv(h)
                 k, v = fused.k_norm(kv[:, :kv_heads]), kv[:, kv_heads:]
                 k = k * cos + rotate_half(k) * sin
                 x, h, q_cos, q_sin = x[keep], h[keep], cos[keep], sin[keep]
@@ -142,7 +143,7 @@ class LeanForward:
                 q = fused.q_norm(F.linear(h, attn.q_proj.weight).view(-1, heads, dim))  # (T', H, D)
                 q = q * q_cos + rotate_half(q) * q_sin
             else:
-                qkv = F.linear(h, fused.qkv_weight).view(-1, heads + 2 * kv_heads, dim)
+                qkv = fused.qkv(h)
                 v = qkv[:, heads + kv_heads:]
                 if fused.per_head_norms:  # Qwen3 normalises each head's queries and keys before RoPE
                     qk = torch.cat([fused.q_norm(qkv[:, :heads]), fused.k_norm(qkv[:, heads:heads + kv_heads])], dim=1)
@@ -164,9 +165,8 @@ class LeanForward:
                 parts.append(out[0].transpose(0, 1))  # (m, H, D)
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
             x = x + F.linear(out.reshape(out.shape[0], -1), attn.o_proj.weight)
-            gate_up = F.linear(fused.post_norm(x), fused.gate_up_weight)
-            half = gate_up.shape[-1] // 2
-            x = x + F.linear(F.silu(gate_up[:, :half]) * gate_up[:, half:], layer.mlp.down_proj.weight)
+            gate, up = fused.gate_up(fused.post_norm(x))
+            x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
         if last < 0:  # a model without layers
             x = x[keep]
         return F.linear(_norm(self.norm)(x), self.model.lm_head.weight)
@@ -187,20 +187,55 @@ def _norm(module):
     return norm
 
 
-class _FusedLayer:
-    """One decoder layer's concatenated projection weights and its norms as functions."""
+FUSE_LIMIT_BYTES = 64 * 2**20
+"""Fused projection weights are copies; above this size in all (SmolLM2-135M's would be ~300 MB) the
+layers keep their separate projections, whose call overhead is small beside their arithmetic anyway."""
 
-    def __init__(self, layer):
+
+class _FusedLayer:
+    """One decoder layer's projections as (T, heads, D) blocks and its norms as functions.
+
+    With `fuse`, q, k and v run as one projection and gate and up as another, from concatenated copies
+    of the weights; every output is the same dot product as the separate projection's."""
+
+    def __init__(self, layer, heads: int, kv_heads: int, dim: int, fuse: bool):
         attn, mlp = layer.self_attn, layer.mlp
-        self.qkv_weight = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach()
-        self.kv_weight = torch.cat([attn.k_proj.weight, attn.v_proj.weight]).detach()
-        self.gate_up_weight = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, dim
+        self.separate_qkv = (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+        self.separate_gate_up = (mlp.gate_proj.weight, mlp.up_proj.weight)
+        self.qkv_weight = torch.cat(self.separate_qkv).detach() if fuse else None
+        self.gate_up_weight = torch.cat(self.separate_gate_up).detach() if fuse else None
         self.input_norm = _norm(layer.input_layernorm)
         self.post_norm = _norm(layer.post_attention_layernorm)
         self.per_head_norms = hasattr(attn, "q_norm")
         identity = lambda t: t  # noqa: E731
         self.q_norm = _norm(attn.q_norm) if self.per_head_norms else identity
         self.k_norm = _norm(attn.k_norm) if self.per_head_norms else identity
+
+    @staticmethod
+    def weight_bytes(layer) -> int:
+        attn, mlp = layer.self_attn, layer.mlp
+        weights = (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj)
+        return sum(m.weight.numel() * m.weight.element_size() for m in weights)
+
+    def qkv(self, h: torch.Tensor) -> torch.Tensor:
+        """(T, heads + 2 kv_heads, D): queries, keys, values."""
+        out = (F.linear(h, self.qkv_weight) if self.qkv_weight is not None
+               else torch.cat([F.linear(h, w) for w in self.separate_qkv], dim=-1))
+        return out.view(-1, self.heads + 2 * self.kv_heads, self.dim)
+
+    def kv(self, h: torch.Tensor) -> torch.Tensor:
+        """(T, 2 kv_heads, D): keys, values (the fused weight's last rows: a view, not a copy)."""
+        out = (F.linear(h, self.qkv_weight[self.heads * self.dim:]) if self.qkv_weight is not None
+               else torch.cat([F.linear(h, w) for w in self.separate_qkv[1:]], dim=-1))
+        return out.view(-1, 2 * self.kv_heads, self.dim)
+
+    def gate_up(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.gate_up_weight is None:
+            return F.linear(h, self.separate_gate_up[0]), F.linear(h, self.separate_gate_up[1])
+        out = F.linear(h, self.gate_up_weight)
+        half = out.shape[-1] // 2
+        return out[..., :half], out[..., half:]
 
 
 class _RopeTable:
