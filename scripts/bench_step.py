@@ -20,8 +20,12 @@ each figure is the median over the timed steps. The split of a step:
   save and data loading included).
 
 padding_share is the share of the update's forward tokens that are padding; tokens_per_s is the
-step's sampled policy tokens over step_s. startup_s is the time from the command to the first step
-(imports, world, policy, Lightning); config_error_s (with --against) is the time `python train.py`
+step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all the process's threads):
+on a machine shared with other jobs it moves far less with their load than the wall time does (time
+waiting for a core is not counted; caches and memory are still shared), and with one thread it is close
+to the wall time of an idle core (with more threads it also counts their waiting on each other);
+`ratio_cpu` is its ratio, as `ratio` is the wall time's. startup_s is the time from the command to the
+first step (imports, world, policy, Lightning); config_error_s (with --against) is the time `python train.py`
 takes to print the one-line error of a bad value (rollout.group_size=1).
 
 With --against REV the revision and this tree (as it is at the start, uncommitted changes to
@@ -59,7 +63,7 @@ def instrument(steps: list[dict]) -> None:
 
     phase = ["idle"]
 
-    def wrap(owner, name, key, *, set_phase=None, before=None):
+    def wrap(owner, name, key, *, set_phase=None):
         original = getattr(owner, name, None)
         if original is None:
             return
@@ -68,8 +72,6 @@ def instrument(steps: list[dict]) -> None:
             previous = phase[0]
             if set_phase:
                 phase[0] = set_phase
-            if before is not None and steps:
-                before(steps[-1], *args, **kwargs)
             start = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -87,19 +89,27 @@ def instrument(steps: list[dict]) -> None:
         now = time.perf_counter()
         if steps and "started" in steps[-1]:
             steps[-1]["period_s"] = now - steps[-1]["started"]
-        steps.append(Counter(started=now, wall_started=time.time()))
+        steps.append(Counter(started=now, wall_started=time.time(), cpu_started=time.process_time()))
         phase[0] = "credit"  # what runs outside the rollout, the update and the logging (continuations, judge)
         try:
             return original_step(self, *args, **kwargs)
         finally:
             steps[-1]["step_s"] = time.perf_counter() - now
+            steps[-1]["step_cpu_s"] = time.process_time() - steps[-1]["cpu_started"]
 
     AgentRLModule.training_step = training_step
 
-    def count_update_tokens(parts, model, input_ids, attention_mask, *args, **kwargs):
-        if phase[0] == "update":
-            parts["update_padded_tokens"] += input_ids.numel()
-            parts["update_real_tokens"] += int(attention_mask.sum())
+    original_pad_batch = module_mod.pad_batch
+
+    def pad_batch(*args, **kwargs):
+        # Counted where the update pads a micro-batch: its forward may run without the mask.
+        batch = original_pad_batch(*args, **kwargs)
+        if steps and phase[0] == "update":
+            steps[-1]["update_padded_tokens"] += batch["input_ids"].numel()
+            steps[-1]["update_real_tokens"] += int(batch["attention_mask"].sum())
+        return batch
+
+    module_mod.pad_batch = pad_batch
 
     wrap(RolloutWorker, "rollout", "rollout_s", set_phase="rollout")
     wrap(AgentRLModule, "_optimise", "update_s", set_phase="update")
@@ -109,7 +119,7 @@ def instrument(steps: list[dict]) -> None:
         wrap(TurnSampler, name, "forward_s")
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
-    wrap(module_mod, "token_logprobs", "forward_s", before=count_update_tokens)
+    wrap(module_mod, "token_logprobs", "forward_s")
     wrap(AgentRLModule, "manual_backward", "backward_s")
     original_finish = RolloutWorker._finish
 
@@ -126,6 +136,7 @@ def split(parts: Counter) -> dict:
     rollout, update, step = parts["rollout_s"], parts["update_s"], parts["step_s"]
     out = {
         "step_s": step,
+        "step_cpu_s": parts["step_cpu_s"],
         "period_s": parts.get("period_s", float("nan")),
         "rollout_s": rollout,
         "rollout_forward_s": parts["rollout_forward_s"],
@@ -249,6 +260,8 @@ def against(args, overrides: list[str]) -> dict:
         result[name] = rounded(figures)
     result["ratio"] = round(result["before"]["step_s"] / result["after"]["step_s"], 3)
     result["ratios"] = [round(b["step_s"] / a["step_s"], 3) for b, a in zip(sides["before"], sides["after"])]
+    result["ratio_cpu"] = round(result["before"]["step_cpu_s"] / result["after"]["step_cpu_s"], 3)
+    result["ratios_cpu"] = [round(b["step_cpu_s"] / a["step_cpu_s"], 3) for b, a in zip(sides["before"], sides["after"])]
     result["ratio_per_token"] = round(result["after"]["tokens_per_s"] / max(result["before"]["tokens_per_s"], 1e-9), 3)
     for part in ("rollout_s", "credit_s", "update_s", "startup_s"):
         result[f"ratio_{part[:-2]}"] = round(result["before"][part] / max(result["after"][part], 1e-9), 3)

@@ -127,3 +127,57 @@ def test_decode_chunks_read_each_run_up_to_its_longest_row():
     # At 5000 per call one run (9000) beats two (12024).
     assert decode_chunks([10, 12, 1000, 990], call_keys=5000) == [(0, 4, 1000)]
     assert decode_chunks([]) == []
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen3"])
+def test_norms_rope_table_and_fused_projections_equal_the_modules_bit_for_bit(tokenizer, architecture):
+    """The lean forward's pieces reproduce the modules' arithmetic exactly, not just closely: the
+    sampler's tokens and log-probabilities must not move when it takes the lean path."""
+    from agentcredit.agent.lean_forward import _FusedLayer, _norm, _RopeTable
+
+    model = _model(tokenizer, architecture)
+    layer = model.model.layers[0]
+    for module in (layer.input_layernorm, getattr(layer.self_attn, "q_norm", layer.post_attention_layernorm)):
+        module.weight.data.uniform_(0.5, 1.5)  # not all ones, so the weight's product is checked
+        x = torch.randn(7, module.weight.shape[0])
+        assert torch.equal(_norm(module)(x), module(x))
+    other = torch.nn.LayerNorm(4)
+    assert _norm(other) is other  # an unknown norm class is called as it is
+
+    table = _RopeTable(model.model.rotary_emb)
+    x = torch.zeros(1, 5, model.config.hidden_size)
+    positions = torch.tensor([0, 3, 700, 2, 513])  # past the first table's 512 rows: it grows
+    cos, sin = table(x[0], positions)
+    assert table.cos.shape[0] >= 701
+    for i, p in enumerate(positions.tolist()):
+        want_cos, want_sin = model.model.rotary_emb(x[:, :1], torch.tensor([[p]]))
+        assert torch.equal(cos[i], want_cos[0, 0]) and torch.equal(sin[i], want_sin[0, 0])
+
+    cfg = model.config
+    shape = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads)
+    fused, separate = _FusedLayer(layer, *shape, fuse=True), _FusedLayer(layer, *shape, fuse=False)
+    assert fused.qkv_weight is not None and separate.qkv_weight is None
+    h = torch.randn(6, cfg.hidden_size)
+    attn, mlp = layer.self_attn, layer.mlp
+    want = torch.cat([attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)], -1).view(6, -1, shape[2])
+    assert torch.equal(separate.qkv(h), want) and torch.allclose(fused.qkv(h), want, atol=1e-6)
+    assert torch.equal(separate.kv(h), want[:, shape[0]:]) and torch.allclose(fused.kv(h), want[:, shape[0]:], atol=1e-6)
+    for got in (fused.gate_up(h), separate.gate_up(h)):
+        assert torch.allclose(got[0], mlp.gate_proj(h), atol=1e-6) and torch.allclose(got[1], mlp.up_proj(h), atol=1e-6)
+
+
+def test_large_models_keep_separate_projections(tokenizer, monkeypatch):
+    from agentcredit.agent import lean_forward
+
+    model = _model(tokenizer, "llama")
+    assert all(f.qkv_weight is not None for f in LeanForward(model).fused)
+    monkeypatch.setattr(lean_forward, "FUSE_LIMIT_BYTES", 1000)  # as if the weights were larger than the limit
+    lean = LeanForward(model)
+    assert all(f.qkv_weight is None and f.gate_up_weight is None for f in lean.fused)
+    cache = SlotCache(1)
+    cache.reserve(8)
+    tokens = [3, 5, 7, 9]
+    got = lean.packed(_batch({}, [(0, tokens, 0)], 1), cache)
+    with torch.no_grad():
+        want = model(input_ids=torch.tensor([tokens])).logits[0, -1]
+    assert torch.allclose(got[0], want, atol=1e-5)

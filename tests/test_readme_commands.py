@@ -85,6 +85,12 @@ COMMANDS = {
     "python scripts/bench_step.py --against 62bd954 --steps 2 --repeats 2 [--warmup 0 | --threads 1 experiment=compare arm=…]": (
         "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
                    "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "python scripts/bench_step.py --against 62bd954 --repeats 3 --steps 3 --threads 1 experiment=compare arm=…": (
+        "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
+                   "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "python train.py seed=S +threads=1 +final_test=false trainer.max_steps=30": (
+        "not run", "the 30-step measurement over seeds; the same training path runs as `python train.py credit=trace "
+                   "credit.K=3` here"),
     "python train.py <overrides>": ("not run", "a placeholder for any training command"),
     "python train.py": (SLOW, SHIPPED_SHRINK),
     "python train.py rollout.group_size=1": (

@@ -329,6 +329,32 @@ def test_sft_loss_on_policy_tokens_only_equals_the_masked_full_loss():
     assert torch.allclose(sft_loss(model, batch, 0.5), (nll * weights).sum() / weights.sum(), atol=1e-6)
 
 
+def test_right_padded_batches_run_maskless_with_the_same_logprobs_and_gradients(setup):
+    from agentcredit.lit.logprobs import right_padding_only, token_logprobs
+
+    assert right_padding_only(torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0]]))
+    assert not right_padding_only(torch.tensor([[1, 1, 1], [0, 1, 1]]))  # left padding
+    assert not right_padding_only(torch.tensor([[1, 0, 1]]))  # a hole
+    policy = setup[0]
+    torch.manual_seed(2)
+    ids = torch.randint(0, policy.get_input_embeddings().weight.shape[0], (3, 12))
+    attention = torch.ones_like(ids)
+    attention[1, 9:] = 0
+    attention[2, 4:] = 0
+    positions = attention.clone()
+    positions[:, :2] = 0  # log-probabilities on real tokens only, never on a pad
+    grads = []
+    for mask in (attention, None):
+        policy.zero_grad(set_to_none=True)
+        lp = token_logprobs(policy, ids, mask, temperature=0.7, positions=positions)
+        (lp * positions).sum().backward()
+        grads.append((lp.detach(), [p.grad.clone() for p in policy.parameters()]))
+    policy.zero_grad(set_to_none=True)
+    (masked, masked_grads), (maskless, maskless_grads) = grads
+    assert torch.allclose(masked, maskless, atol=1e-5) and bool((masked != 0).any())
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(masked_grads, maskless_grads))
+
+
 def test_token_logprobs_at_chosen_positions_equal_the_full_computation(setup):
     from agentcredit.lit.logprobs import token_logprobs
 

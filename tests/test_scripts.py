@@ -78,6 +78,7 @@ def test_bench_step_splits_a_step_and_counts_padding():
     assert abs(out["update_forward_s"] + out["update_backward_s"] + out["update_optimiser_s"] - out["update_s"]) < 1e-3
     assert out["padding_share"] == 0.0  # padding-free micro-batches (train.padding_free=auto, on one thread)
     assert out["sampled_tokens"] > 0 and out["update_tokens"] >= out["sampled_tokens"]
+    assert out["step_cpu_s"] > 0  # the process's CPU time in the step, beside its wall time
 
 
 def test_bench_step_split_of_hand_made_timers():

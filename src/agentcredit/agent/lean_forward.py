@@ -93,14 +93,22 @@ class LeanForward:
         self.num_kv_heads = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.scaling = self.head_dim ** -0.5
+        # Fewer, larger calls per layer for small models: q, k and v in one projection (k and v in the
+        # last layer, whose queries are only the kept tokens), gate and up in another. A fused
+        # projection's every output is the same dot product as the separate one's (the sampled tokens
+        # and log-probabilities of a recorded rollout came out identical). The fused weights are copies
+        # taken here: a LeanForward serves the sampler of one rollout batch, between two updates.
+        fuse = sum(_FusedLayer.weight_bytes(layer) for layer in self.layers) <= FUSE_LIMIT_BYTES
+        self.fused = [_FusedLayer(layer, self.num_heads, self.num_kv_heads, self.head_dim, fuse) for layer in self.layers]
+        self._rope = _RopeTable(self.rotary)
 
     @torch.no_grad()
     def packed(self, batch: PackedBatch, cache) -> torch.Tensor:
         """(len(decode_keys) + len(batch.prefill), V) logits in the model's dtype."""
         device = batch.ids.device
-        x = self.embed(batch.ids)[None]  # (1, T, C)
-        cos, sin = self.rotary(x, batch.positions[None])  # (1, T, D) each
-        cos, sin = cos[0][:, None], sin[0][:, None]  # (T, 1, D): broadcast over heads
+        x = F.embedding(batch.ids, self.embed.weight)  # (T, C)
+        cos, sin = self._rope(x, batch.positions)  # (T, D) each
+        cos, sin = cos[:, None], sin[:, None]  # (T, 1, D): broadcast over heads
         s = len(batch.decode_keys)
         keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill], device=device)
         decode_mask = None
@@ -117,27 +125,33 @@ class LeanForward:
         run_queries = [(t0, n) for _, t0, n, _ in batch.prefill]
         last_queries = [(s + i, 1) for i in range(len(batch.prefill))]
         gqa = self.num_kv_heads != self.num_heads
+        heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         last = len(self.layers) - 1
-        for index, layer in enumerate(self.layers):
+        for index, (layer, fused) in enumerate(zip(self.layers, self.fused)):
             attn = layer.self_attn
-            h = layer.input_layernorm(x)[0]  # (T, C)
-            k = F.linear(h, attn.k_proj.weight).view(-1, self.num_kv_heads, self.head_dim)
-            v = F.linear(h, attn.v_proj.weight).view(-1, self.num_kv_heads, self.head_dim)
-            if hasattr(attn, "k_norm"):  # Qwen3 normalises each head's queries and keys before RoPE
-                k = attn.k_norm(k)
-            k = k * cos + rotate_half(k) * sin
-            keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
+            h = fused.input_norm(x)  # (T, C)
             runs, q_cos, q_sin = run_queries, cos, sin
             if index == last:
                 # The last layer's outputs feed only the returned logits; every token's keys and
-                # values are stored above, so the rest of the layer runs on those tokens only.
+                # values are stored, so the rest of the layer runs on those tokens only.
                 # For a 2-layer model that is about half of a prefill's arithmetic.
-                x, h, q_cos, q_sin = x[:, keep], h[keep], cos[keep], sin[keep]
+                kv = fused.kv(h)
+                k, v = fused.k_norm(kv[:, :kv_heads]), kv[:, kv_heads:]
+                k = k * cos + rotate_half(k) * sin
+                x, h, q_cos, q_sin = x[keep], h[keep], cos[keep], sin[keep]
                 runs = last_queries
-            q = F.linear(h, attn.q_proj.weight).view(-1, self.num_heads, self.head_dim)  # (T', H, D)
-            if hasattr(attn, "q_norm"):
-                q = attn.q_norm(q)
-            q = q * q_cos + rotate_half(q) * q_sin
+                q = fused.q_norm(F.linear(h, attn.q_proj.weight).view(-1, heads, dim))  # (T', H, D)
+                q = q * q_cos + rotate_half(q) * q_sin
+            else:
+                qkv = fused.qkv(h)
+                v = qkv[:, heads + kv_heads:]
+                if fused.per_head_norms:  # Qwen3 normalises each head's queries and keys before RoPE
+                    qk = torch.cat([fused.q_norm(qkv[:, :heads]), fused.k_norm(qkv[:, heads:heads + kv_heads])], dim=1)
+                else:
+                    qk = qkv[:, :heads + kv_heads]
+                qk = qk * cos + rotate_half(qk) * sin  # queries and keys rotated in one go
+                q, k = qk[:, :heads], qk[:, heads:]
+            keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
             parts = []
             for lo, hi, width in batch.decode_runs:
                 out = F.scaled_dot_product_attention(q[lo:hi, :, None], keys[lo:hi, :, :width], values[lo:hi, :, :width],
@@ -150,11 +164,100 @@ class LeanForward:
                                                      attn_mask=mask[:, :, n - m:], scale=self.scaling, enable_gqa=gqa)
                 parts.append(out[0].transpose(0, 1))  # (m, H, D)
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
-            x = x + F.linear(out.reshape(1, out.shape[0], -1), attn.o_proj.weight)
-            mlp = layer.mlp
-            h = layer.post_attention_layernorm(x)
-            x = x + F.linear(F.silu(F.linear(h, mlp.gate_proj.weight)) * F.linear(h, mlp.up_proj.weight),
-                             mlp.down_proj.weight)
+            x = x + F.linear(out.reshape(out.shape[0], -1), attn.o_proj.weight)
+            gate, up = fused.gate_up(fused.post_norm(x))
+            x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
         if last < 0:  # a model without layers
-            x = x[:, keep]
-        return F.linear(self.norm(x), self.model.lm_head.weight)[0]
+            x = x[keep]
+        return F.linear(_norm(self.norm)(x), self.model.lm_head.weight)
+
+
+def _norm(module):
+    """The RMSNorm `module` as a plain function: its own arithmetic, op for op, without the module
+    call (a decode step calls seven norms); any other norm class is called as it is."""
+    if type(module).__name__ not in ("LlamaRMSNorm", "Qwen3RMSNorm"):
+        return module
+    weight, eps = module.weight, module.variance_epsilon
+
+    def norm(x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
+
+    return norm
+
+
+FUSE_LIMIT_BYTES = 64 * 2**20
+"""Fused projection weights are copies; above this size in all (SmolLM2-135M's would be ~300 MB) the
+layers keep their separate projections, whose call overhead is small beside their arithmetic anyway."""
+
+
+class _FusedLayer:
+    """One decoder layer's projections as (T, heads, D) blocks and its norms as functions.
+
+    With `fuse`, q, k and v run as one projection and gate and up as another, from concatenated copies
+    of the weights; every output is the same dot product as the separate projection's."""
+
+    def __init__(self, layer, heads: int, kv_heads: int, dim: int, fuse: bool):
+        attn, mlp = layer.self_attn, layer.mlp
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, dim
+        self.separate_qkv = (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+        self.separate_gate_up = (mlp.gate_proj.weight, mlp.up_proj.weight)
+        self.qkv_weight = torch.cat(self.separate_qkv).detach() if fuse else None
+        self.gate_up_weight = torch.cat(self.separate_gate_up).detach() if fuse else None
+        self.input_norm = _norm(layer.input_layernorm)
+        self.post_norm = _norm(layer.post_attention_layernorm)
+        self.per_head_norms = hasattr(attn, "q_norm")
+        identity = lambda t: t  # noqa: E731
+        self.q_norm = _norm(attn.q_norm) if self.per_head_norms else identity
+        self.k_norm = _norm(attn.k_norm) if self.per_head_norms else identity
+
+    @staticmethod
+    def weight_bytes(layer) -> int:
+        attn, mlp = layer.self_attn, layer.mlp
+        weights = (attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj)
+        return sum(m.weight.numel() * m.weight.element_size() for m in weights)
+
+    def qkv(self, h: torch.Tensor) -> torch.Tensor:
+        """(T, heads + 2 kv_heads, D): queries, keys, values."""
+        out = (F.linear(h, self.qkv_weight) if self.qkv_weight is not None
+               else torch.cat([F.linear(h, w) for w in self.separate_qkv], dim=-1))
+        return out.view(-1, self.heads + 2 * self.kv_heads, self.dim)
+
+    def kv(self, h: torch.Tensor) -> torch.Tensor:
+        """(T, 2 kv_heads, D): keys, values (the fused weight's last rows: a view, not a copy)."""
+        out = (F.linear(h, self.qkv_weight[self.heads * self.dim:]) if self.qkv_weight is not None
+               else torch.cat([F.linear(h, w) for w in self.separate_qkv[1:]], dim=-1))
+        return out.view(-1, 2 * self.kv_heads, self.dim)
+
+    def gate_up(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.gate_up_weight is None:
+            return F.linear(h, self.separate_gate_up[0]), F.linear(h, self.separate_gate_up[1])
+        out = F.linear(h, self.gate_up_weight)
+        half = out.shape[-1] // 2
+        return out[..., :half], out[..., half:]
+
+
+class _RopeTable:
+    """The rotary module's cos/sin for positions 0..n-1, computed once and indexed per step.
+
+    The module computes each position's angles and their cos/sin element by element, so a row of
+    the table equals what a call for that position alone returns. Rope types that rescale with the
+    sequence length (anything but "default") are called per step as before."""
+
+    def __init__(self, rotary):
+        self.rotary = rotary
+        self.static = getattr(rotary, "rope_type", "default") == "default"
+        self.cos: torch.Tensor | None = None
+        self.sin: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.static:
+            cos, sin = self.rotary(x[None], positions[None])
+            return cos[0], sin[0]
+        needed = int(positions.max()) + 1
+        if self.cos is None or self.cos.shape[0] < needed:
+            size = max(needed, 512, 0 if self.cos is None else 2 * self.cos.shape[0])
+            cos, sin = self.rotary(x[None], torch.arange(size, device=positions.device)[None])
+            self.cos, self.sin = cos[0], sin[0]
+        return self.cos[positions], self.sin[positions]

@@ -227,7 +227,9 @@ class TurnSampler:
         logits = self.logits
         if len(ready) < len(self.slots):
             logits = logits.index_select(0, torch.tensor([r.slot for r in ready], device=self.device))
-        scaled = logits.float() / max(self.temperature, 1e-5)  # (B, V)
+        scaled = logits.float()  # (B, V)
+        if self.temperature != 1.0:  # x / 1.0 is x: the division is skipped, not changed
+            scaled = scaled / max(self.temperature, 1e-5)
         tokens = scaled.argmax(-1) if self.temperature <= 0 else sample_top_p(scaled, self.top_p, self.generator)
         token_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
 

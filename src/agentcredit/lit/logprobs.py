@@ -33,3 +33,15 @@ def _picked_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: f
     # log_softmax at the target only: logsumexp once instead of materialising (..., V) log-probs twice.
     picked = logits.gather(-1, targets[..., None]).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+def right_padding_only(attention_mask: torch.Tensor) -> bool:
+    """Whether every row of a (B, L) mask is ones then zeros (padding only on the right).
+
+    Under causal attention a token sees only the tokens before it, so in such a batch no real token
+    ever sees a pad: the model may run it without the mask, on the attention kernel's causal path
+    (which skips the upper triangle and builds no (B, 1, L, L) mask), and every real position's
+    output and gradient stay the same. Only the pads' own outputs change, and nothing reads them
+    when `positions` (token_logprobs) leaves them out."""
+    lengths = attention_mask.sum(-1, keepdim=True)  # (B, 1)
+    return bool((attention_mask.bool() == (torch.arange(attention_mask.shape[-1], device=attention_mask.device) < lengths)).all())

@@ -27,7 +27,7 @@ from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
-from agentcredit.lit.logprobs import token_logprobs
+from agentcredit.lit.logprobs import right_padding_only, token_logprobs
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
@@ -185,13 +185,18 @@ class AgentRLModule(L.LightningModule):
             temperature = self.rollout_cfg.temperature
             # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
             positions = None if self._sharded else batch["loss_mask"]
+            # A right-padded batch whose pads nothing reads runs maskless and causal (right_padding_only):
+            # the same log-probabilities and gradients, without attending over the upper triangle.
+            mask = batch["attention_mask"]
+            if positions is not None and right_padding_only(mask):
+                mask = None
             behaviour = batch["old_logprobs"]  # what the sampler recorded
             old = behaviour
             if self.credit.loss.get("tis_cap") is not None:
                 # TIS corrects for sampler/trainer mismatch: π_old is recomputed by the trainer itself.
                 with torch.no_grad():
-                    old = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature, positions)
-            logprobs = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], temperature, positions)
+                    old = token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)
+            logprobs = token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)
             # Before the update the trainer holds the sampler's weights: any gap is sampler/trainer mismatch.
             gap, outside = sampler_gap(logprobs, behaviour, batch["loss_mask"])
             token_share = float(batch["loss_mask"].sum()) / max(total_tokens, 1)
