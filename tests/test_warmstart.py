@@ -283,3 +283,17 @@ def test_the_build_script_ships_a_preset_beside_build_e():
     assert script.shipped_folder([]) == bp.SHIPPED
     assert script.shipped_folder(["warmstart.steps=3", "data=testbed"]) == bp.SHIPPED
     assert script.shipped_folder(["data=testbed_long"]) == bp.SHIPPED / "testbed_long"
+
+
+def test_the_shipped_long_base_policy_matches_the_long_preset():
+    # data=testbed_long loads testbed/shipped/testbed_long/ by key, and its key covers build E's own key:
+    # a changed preset, or a rebuilt build E, must come with `python scripts/build_base_policy.py data=testbed_long`
+    import agentcredit.testbed.base_policy as bp
+    from agentcredit.validation import prepare_config
+
+    cfg = prepare_config(compose_config(["data=testbed_long"]))
+    key = bp.base_policy_key(cfg, build_components(cfg, progress=False, base_policy=False))
+    shipped = bp.read_info(bp.SHIPPED / "testbed_long")
+    assert shipped is not None and shipped["key"] == key, (
+        f"the long base policy {shipped and shipped.get('key')} was built for other settings than data=testbed_long's {key}")
+    assert 0.10 <= shipped["evaluation"]["success"] <= 0.30 and shipped["evaluation"]["well_formed_turns"] >= 0.95
