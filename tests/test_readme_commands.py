@@ -68,6 +68,19 @@ COMMANDS = {
     "python scripts/compare.py outputs/multirun/compare_e{1,2,3,4} outputs/multirun/compareE_* "
     "--export docs/results/compare_build_e": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    # The long-horizon preset
+    "python -m agentcredit.world.check --preset testbed_long --n 200 --split val": (
+        "test", "tests/test_world_long.py::test_the_long_preset_passes_the_world_check"),
+    "python scripts/build_base_policy.py data=testbed_long": (
+        "not run", "the build itself (9 min); a build that continues a base policy runs in "
+                   "tests/test_warmstart.py::test_a_build_can_continue_a_base_policy_with_its_tokens_and_is_keyed_by_it"),
+    "python scripts/credit_fidelity.py data=testbed_long n=20 mc=8": (
+        "test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
+    "python train.py -m experiment=compare_long": (SLOW, SWEEP_SHRINK + ["seed=0", "arm=grpo"]),
+    "python train.py -m experiment=compare_long resume=true": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
+    "python scripts/compare.py outputs/multirun/compare_long": (
+        "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     # Resuming
     "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
         "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
