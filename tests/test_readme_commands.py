@@ -79,6 +79,7 @@ COMMANDS = {
     "python train.py -m experiment=compare_long": (SLOW, SWEEP_SHRINK + ["seed=0", "arm=grpo"]),
     "python train.py -m experiment=compare_long resume=true": (
         "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
+    "python scripts/compare.py docs/results/compare_long": (FAST, ["--out", "{tmp}"]),
     "python scripts/compare.py outputs/multirun/compare_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     # Resuming
