@@ -119,3 +119,16 @@ def test_a_judge_metric_not_measured_at_a_step_is_absent(tmp_path, monkeypatch):
     for step in ("1", "2"):
         assert rows[step]["credit/eligible"] == "0.0"
         assert rows[step]["credit/judge_failure"] == "" and rows[step]["time/judge_s"] == "", rows[step]
+
+
+def test_a_sliver_of_budget_counts_as_spent():
+    """A call that timed out may return a hair before the step's deadline; what is left is not worth a request."""
+    from agentcredit.judge.budget import MIN_CALL_S, JudgeBudgetSpent, capped_timeout, judge_deadline
+
+    with judge_deadline(time.monotonic() + 10.0):
+        assert 9.0 < capped_timeout(60.0) <= 10.0 and capped_timeout(2.0) == 2.0
+    with judge_deadline(time.monotonic() + MIN_CALL_S / 2):
+        with pytest.raises(JudgeBudgetSpent):
+            capped_timeout(60.0)
+    with judge_deadline(None):
+        assert capped_timeout(60.0) == 60.0

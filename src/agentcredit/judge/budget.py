@@ -45,8 +45,15 @@ def check_budget() -> None:
         raise JudgeBudgetSpent("the step's judge time budget (judge.step_budget_s) is spent")
 
 
+# Less than this left of the budget counts as spent: a timed-out call can return a hair before the deadline, and a
+# request sent in what is left cannot get a reply; it would only load the endpoint once more.
+MIN_CALL_S = 0.05
+
+
 def capped_timeout(timeout_s: float) -> float:
-    """`timeout_s`, or what is left of the budget when that is less; raises once nothing is left."""
+    """`timeout_s`, or what is left of the budget when that is less; raises once (almost) nothing is left."""
     check_budget()
     left = remaining_s()
+    if left is not None and left < MIN_CALL_S:
+        raise JudgeBudgetSpent("the step's judge time budget (judge.step_budget_s) is spent")
     return timeout_s if left is None else min(timeout_s, left)
