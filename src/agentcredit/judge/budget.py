@@ -52,8 +52,7 @@ MIN_CALL_S = 0.05
 
 def capped_timeout(timeout_s: float) -> float:
     """`timeout_s`, or what is left of the budget when that is less; raises once (almost) nothing is left."""
-    check_budget()
     left = remaining_s()
-    if left is not None and left < MIN_CALL_S:
+    if left is not None and left < MIN_CALL_S:  # covers check_budget's left <= 0 too
         raise JudgeBudgetSpent("the step's judge time budget (judge.step_budget_s) is spent")
     return timeout_s if left is None else min(timeout_s, left)
