@@ -25,3 +25,13 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     steps = [row for row in read_metrics(tmp_path) if row["train/loss"]]
     assert [int(r["step"]) for r in steps] == [0, 1]
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+
+
+def test_val_and_test_means_pool_every_process_s_questions():
+    from agentcredit.lit.module import pooled_outcomes
+
+    # process 0: 3 questions, 2 right, all well-formed, 12 tool calls, 1 invalid; process 1: 1 question, wrong,
+    # malformed, 2 tool calls. Over the 4 questions: accuracy 2/4 (a mean of the two means would say 1/3).
+    n, means = pooled_outcomes([[3, 2, 3, 12, 1], [1, 0, 0, 2, 0]])
+    assert n == 4
+    assert means == {"accuracy": 0.5, "format_valid": 0.75, "tool_calls": 3.5, "invalid_tool_calls": 0.25}

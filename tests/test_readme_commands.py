@@ -82,6 +82,10 @@ COMMANDS = {
     "python scripts/compare.py docs/results/compare_long": (FAST, ["--out", "{tmp}"]),
     "python scripts/compare.py outputs/multirun/compare_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    "python scripts/restore_sweep.py docs/results/compare_long outputs/multirun/compare_long": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
+    "python scripts/compare.py outputs/multirun/compare_long docs/results/compare_long --export docs/results/compare_long": (
+        "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     # Resuming
     "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
         "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),

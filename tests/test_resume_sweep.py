@@ -68,3 +68,35 @@ def test_a_sweep_killed_in_its_second_job_resumes_with_one_command(tiny_sweep, t
         assert not list(job.rglob("*-v*.ckpt")) and not (job / "error.txt").exists()
     assert [r["step"] for r in rows(second)] == ["0", "1", "1", "2"]  # train 0 | train 1, validation, test
     assert torch.load(second / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 2
+
+
+def test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs(tiny_sweep, tmp_path):
+    """On a fresh checkout outputs/ is empty: scripts/restore_sweep.py gives the sweep folder back the finished
+    jobs from what `compare.py --export` committed, and resume=true then skips them instead of training them again."""
+    reference, _ = tiny_sweep
+    exported, sweep = tmp_path / "results", tmp_path / "multirun"
+    assert cli("scripts/compare.py", str(reference), "--export", str(exported), cwd=tmp_path).returncode == 0
+    restored = cli("scripts/restore_sweep.py", str(exported), str(sweep), cwd=tmp_path)
+    assert restored.returncode == 0, restored.stderr
+    assert "2 finished jobs restored" in restored.stdout
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [j.name for j in jobs] == sorted(p.name for p in reference.iterdir() if p.is_dir())
+    again = cli("scripts/restore_sweep.py", str(exported), str(sweep), cwd=tmp_path)  # nothing left to restore
+    assert "0 finished jobs restored" in again.stdout
+    before = {job: files_of(job) for job in jobs}
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        hydra_cli(*SWEEP, f"hydra.sweep.dir={sweep}", "resume=true")
+    for job in jobs:
+        assert f"finished already ({job / 'test_summary.json'}), skipped" in out.getvalue()
+        assert files_of(job) == before[job]  # not trained again: no checkpoint, no new row
+        assert not (job / "checkpoints").exists()
+    for folder, name in ((exported, "exported"), (sweep, "restored")):
+        assert cli("scripts/compare.py", str(folder), "--out", str(tmp_path / name), cwd=tmp_path).returncode == 0
+    assert (tmp_path / "restored" / "compare.md").read_text() == (tmp_path / "exported" / "compare.md").read_text()
+
+
+def test_restore_of_a_folder_without_summaries_is_one_line(tmp_path):
+    result = cli("scripts/restore_sweep.py", str(tmp_path), str(tmp_path / "sweep"), cwd=tmp_path)
+    assert result.returncode == 2 and "holds no exported *.summary.json" in result.stderr.strip().splitlines()[-1]

@@ -206,6 +206,35 @@ def export_runs(runs: list[Run], out: Path) -> list[Path]:
     return written
 
 
+def restore_finished(exported: Path, sweep: Path) -> list[Path]:
+    """Give each exported run back its job folder under ``sweep`` (``test_summary.json`` and ``metrics.csv``),
+    so that ``resume=true`` on a machine without the sweep's folder skips it instead of training it again, and
+    compare.py reads the folder whole. A job folder that already holds a test summary is left as it is.
+    Returns the folders written."""
+    sweep.mkdir(parents=True, exist_ok=True)
+    written = []
+    for summary_path in sorted(Path(exported).glob("*.summary.json")):
+        run = read_exported(summary_path)
+        folder = sweep / run.name
+        if (folder / "test_summary.json").exists():
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        columns = [c for c in STEP_COLUMNS if any(c in row for row in run.steps.values())]
+        tmp = folder / "metrics.csv.tmp"
+        with tmp.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["step", *columns])
+            for step, row in sorted(run.steps.items()):
+                writer.writerow([step, *(repr(row[c]) if c in row else "" for c in columns)])
+        tmp.replace(folder / "metrics.csv")
+        summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
+        tmp = folder / "test_summary.json.tmp"  # renamed into place last: it marks the job finished
+        tmp.write_text(json.dumps(summary, indent=1) + "\n")
+        tmp.replace(folder / "test_summary.json")
+        written.append(folder)
+    return written
+
+
 # ------------------------------------------------------------------ statistics
 
 def mean_ci(values: list[float]) -> tuple[float, float | None]:

@@ -47,6 +47,19 @@ class NonFiniteTraining(RuntimeError):
     """A step whose loss or gradient is NaN or inf; the run stops before that step is saved."""
 
 
+# One-rollout outcome of a val/test question -> the name its mean is logged under.
+OUTCOME_KEYS = {"correct": "accuracy", "format_valid": "format_valid", "tool_calls": "tool_calls",
+                "invalid_tool_calls": "invalid_tool_calls"}
+
+
+def pooled_outcomes(rows: list[list[float]]) -> tuple[int, dict[str, float]]:
+    """Rows of [questions answered, sum of each OUTCOME_KEYS outcome], one per process -> (questions answered in
+    all, each outcome's mean over all of them under its logged name)."""
+    n = sum(row[0] for row in rows)
+    sums = [sum(row[1 + i] for row in rows) for i in range(len(OUTCOME_KEYS))]
+    return int(n), {name: total / n for name, total in zip(OUTCOME_KEYS.values(), sums)}
+
+
 @dataclass
 class TrainSettings:
     micro_batch_size: int = 8  # sequences per forward/backward in the loss
@@ -340,17 +353,19 @@ class AgentRLModule(L.LightningModule):
     def _log_outcomes(self, prefix: str, count_as: str | None = None) -> bool:
         """Means of the collected one-rollout outcomes as `<prefix>/accuracy`, `format_valid`, `tool_calls`,
         `invalid_tool_calls` (and, with `count_as`, how many questions all processes answered as
-        `<prefix>/<count_as>`); False when nothing was collected."""
+        `<prefix>/<count_as>`); False when nothing was collected. With several processes the means are over
+        every question answered, not a mean of each process's mean (shares can differ by one question)."""
         if not self._val_outcomes:
             return False
-        n = len(self._val_outcomes)
-        avg = lambda key: sum(o[key] for o in self._val_outcomes) / n  # noqa: E731
-        self.log_dict({
-            f"{prefix}/accuracy": avg("correct"), f"{prefix}/format_valid": avg("format_valid"),
-            f"{prefix}/tool_calls": avg("tool_calls"), f"{prefix}/invalid_tool_calls": avg("invalid_tool_calls"),
-        }, sync_dist=True, batch_size=n)
-        if count_as:  # a sum over processes: each answered its own share of the questions
-            self.log(f"{prefix}/{count_as}", float(n), sync_dist=True, reduce_fx="sum", batch_size=n)
+        totals = torch.tensor([[len(self._val_outcomes), *(sum(o[k] for o in self._val_outcomes) for k in OUTCOME_KEYS)]],
+                              dtype=torch.float64, device=self.device)
+        if self.trainer.world_size > 1:
+            totals = self.all_gather(totals).reshape(-1, 1 + len(OUTCOME_KEYS))
+        n, means = pooled_outcomes(totals.tolist())
+        # every process now holds the same figures, so the mean over processes that sync_dist takes is them
+        self.log_dict({f"{prefix}/{name}": value for name, value in means.items()}, sync_dist=True, batch_size=n)
+        if count_as:
+            self.log(f"{prefix}/{count_as}", float(n), sync_dist=True, batch_size=n)
         self._val_outcomes = []
         return True
 
