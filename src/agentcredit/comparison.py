@@ -196,14 +196,21 @@ def export_runs(runs: list[Run], out: Path) -> list[Path]:
         used.add(stem)
         summary = out / f"{stem}.summary.json"
         summary.write_text(json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test}, indent=1) + "\n")
-        columns = [c for c in STEP_COLUMNS if any(c in row for row in run.steps.values())]
-        with (out / f"{stem}.steps.csv").open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["step", *columns])
-            for step, row in sorted(run.steps.items()):
-                writer.writerow([step, *(f"{row[c]:.6g}" if c in row else "" for c in columns)])
+        _write_steps(run, out / f"{stem}.steps.csv")
         written.append(summary)
     return written
+
+
+def _write_steps(run: Run, path: Path) -> None:
+    """The run's per-step STEP_COLUMNS as CSV (6 significant digits), renamed into place."""
+    columns = [c for c in STEP_COLUMNS if any(c in row for row in run.steps.values())]
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", *columns])
+        for step, row in sorted(run.steps.items()):
+            writer.writerow([step, *(f"{row[c]:.6g}" if c in row else "" for c in columns)])
+    tmp.replace(path)
 
 
 def restore_finished(exported: Path, sweep: Path) -> list[Path]:
@@ -219,14 +226,7 @@ def restore_finished(exported: Path, sweep: Path) -> list[Path]:
         if (folder / "test_summary.json").exists():
             continue
         folder.mkdir(parents=True, exist_ok=True)
-        columns = [c for c in STEP_COLUMNS if any(c in row for row in run.steps.values())]
-        tmp = folder / "metrics.csv.tmp"
-        with tmp.open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["step", *columns])
-            for step, row in sorted(run.steps.items()):
-                writer.writerow([step, *(repr(row[c]) if c in row else "" for c in columns)])
-        tmp.replace(folder / "metrics.csv")
+        _write_steps(run, folder / "metrics.csv")
         summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
         tmp = folder / "test_summary.json.tmp"  # renamed into place last: it marks the job finished
         tmp.write_text(json.dumps(summary, indent=1) + "\n")
