@@ -62,7 +62,8 @@ def test_judge_configs_instantiate(tmp_path, judge):
 def test_every_group_option_composes_and_validates(tmp_path):
     (tmp_path / "c.jsonl").write_text('{"id": "d", "title": "T", "text": "x"}\n')
     (tmp_path / "q.jsonl").write_text('{"question": "Q?", "answer": "x"}\n')
-    groups = {g: options(g) for g in ("credit", "model", "data", "env", "judge", "rollout", "trainer", "logger", "experiment")}
+    groups = {g: options(g) for g in ("credit", "model", "data", "env", "judge", "rollout", "trainer", "logger", "experiment",
+                                "arm")}
     assert set(groups["trainer"]) == {"cpu", "gpu", "ddp", "fsdp"}
     assert set(groups["logger"]) == {"csv", "wandb", "none"}
     needs = {("model", "hf"): ["model.name_or_path=some/model"],
@@ -74,6 +75,8 @@ def test_every_group_option_composes_and_validates(tmp_path):
             prepare_config(cfg)
             if group == "experiment":
                 assert cfg.logger.group == name and cfg.logger.tags, f"experiment={name} sets no W&B group/tags"
+            if group == "arm":  # compare.py groups runs by this name
+                assert cfg.arm == name, f"arm={name} names itself {cfg.arm!r}"
 
 
 def test_every_file_starts_with_a_comment():

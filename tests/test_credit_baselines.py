@@ -118,6 +118,24 @@ def test_gigpo_method_mixes_episode_and_step_advantages():
                                                    num_turns=torch.tensor([2, 2, 1])))
 
 
+def test_in_a_group_where_every_rollout_failed_the_discount_alone_ranks_the_first_action_by_shortness():
+    """What compare_long's GiGPO seed 0 shortened its rollouts by (README, long preset): a well-formed wrong answer
+    earns 0.1, and S_0 is every rollout's state, so in a group with no success (GRPO: no signal, A^E = 0) the
+    first action's returns 0.1·γ^T differ by the discount only, and σ-scaling makes that difference unit-sized.
+    T = 2, 6, 10, γ = 0.95: returns 0.09025, 0.0735092, 0.0598737; mean 0.0745443, σ 0.0124227
+    → A^S = +1.2642792, −0.0833240, −1.1809552. With γ = 1 the returns are equal and A^S = 0."""
+    keys = [torch.tensor([a] + [100 * g + k for k in range(1, t + 1)]) for g, t in enumerate((2, 6, 10))]
+    acted = [torch.ones(t + 1, dtype=torch.bool) for t in (2, 6, 10)]
+    returns = [step_returns(0.1, t, 0.95) for t in (2, 6, 10)]
+    step, sizes = anchor_step_advantages(returns, keys, acted, "std")
+    assert [s[0].item() for s in step] == pytest.approx([1.2642792, -0.0833240, -1.1809552], abs=1e-6)
+    assert [s[0].item() for s in sizes] == [3, 3, 3]
+    flat, _ = anchor_step_advantages([step_returns(0.1, t, 1.0) for t in (2, 6, 10)], keys, acted, "std")
+    assert all(float(s.abs().max()) == 0.0 for s in flat)
+    scaled_by_one, _ = anchor_step_advantages(returns, keys, acted, "none")  # verl-agent's mean_norm: 0.0157, not 1.26
+    assert scaled_by_one[0][0].item() == pytest.approx(0.09025 - 0.0745443, abs=1e-6)
+
+
 def test_a_rollout_without_a_final_turn_has_no_action_at_its_last_state():
     # rollout 1 hit the tool limit: its S_2 = c is no action, so anchor c holds rollout 0's answer alone
     turns = torch.tensor([[P, 0, P, 1, P, A], [P, 0, P, 1, P, P]])
