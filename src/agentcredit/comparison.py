@@ -366,15 +366,17 @@ def _smooth(values: list[float], window: int) -> list[float]:
 
 
 def plot_learning_curves(runs: list[Run], path: Path, window: int = 5) -> Path:
-    """train/reward (moving average over ``window`` steps) and val/accuracy per arm: mean over seeds, band ±1 sd."""
+    """train/reward and rollout/tool_calls (moving averages over ``window`` steps) and val/accuracy per arm: mean over
+    seeds, band ±1 sd. Tool calls show a policy that learns to stop searching (or to search longer)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (("train/reward", window), ("rollout/tool_calls", window), ("val/accuracy", 1))
+    fig, axes = plt.subplots(1, len(panels), figsize=(16, 4))
     for arm, arm_runs in by_arm(runs).items():
-        for ax, key, smooth in ((axes[0], "train/reward", window), (axes[1], "val/accuracy", 1)):
+        for ax, (key, smooth) in zip(axes, panels):
             curves = [dict(zip([s for s, _ in r.series(key)], _smooth([v for _, v in r.series(key)], smooth)))
                       for r in arm_runs]
             steps = sorted(set().union(*curves)) if curves else []
@@ -389,8 +391,8 @@ def plot_learning_curves(runs: list[Run], path: Path, window: int = 5) -> Path:
             line, = ax.plot(steps, means, marker="o" if len(steps) < 5 else None, label=f"{arm} (n={len(arm_runs)})")
             ax.fill_between(steps, [m - s for m, s in zip(means, sds)], [m + s for m, s in zip(means, sds)],
                             color=line.get_color(), alpha=0.15)
-    axes[0].set_title(f"train/reward (moving mean over {window} steps)")
-    axes[1].set_title("val/accuracy")
+    for ax, (key, smooth) in zip(axes, panels):
+        ax.set_title(f"{key} (moving mean over {smooth} steps)" if smooth > 1 else key)
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
