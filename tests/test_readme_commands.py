@@ -86,6 +86,8 @@ COMMANDS = {
         "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
     "python scripts/compare.py outputs/multirun/compare_long docs/results/compare_long --export docs/results/compare_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    "python train.py -m experiment=compare_long arm=gigpo_gamma1 hydra.launcher.n_jobs=1 "
+    "hydra.sweep.dir=outputs/multirun/compare_long_gigpo_gamma1": (SLOW, SWEEP_SHRINK + ["seed=0"]),
     # Resuming
     "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
         "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
