@@ -35,6 +35,7 @@ BAD = {
     "data.world.num_documents=5": r"data\.world\.num_documents must be an integer >= 40, got 5",
     "data.world.templates=[FOO]": r"data\.world\.templates must be a non-empty list of",
     "data.world.near_duplicate_rate=2": r"data\.world\.near_duplicate_rate must be a number in \[0, 1\], got 2",
+    "data.split_seed=-1": r"data\.split_seed must be an integer >= 0, got -1",
     "data.test_fraction=-0.1": r"data\.test_fraction must be a number in \[0, 1\), got -0\.1",
     "data.val_fraction=0.6 data.test_fraction=0.5": r"data\.val_fraction must be < 1 - data\.test_fraction \(0\.5\)",
     "data.n_val=-1": r"data\.n_val must be an integer >= 0, got -1",

@@ -56,6 +56,16 @@ def test_train_stream_is_deterministic_endless_and_seeded():
     assert sorted(flat[:n_train]) == sorted(q.id for q in dm.split_questions("train"))  # each pass is a permutation
 
 
+def test_the_split_follows_split_seed_not_the_run_seed():
+    # Every run seed must test on the questions the base policy (built on split_seed's train split)
+    # never saw; the run seed only reshuffles the train stream.
+    base, other_run, other_split = make(seed=0), make(seed=1), make(seed=0, split_seed=1)
+    assert other_run.splits == base.splits
+    assert ids(take(other_run, 5)) != ids(take(base, 5))
+    assert other_split.splits["test"] != base.splits["test"]
+    assert {q.id for q in other_split.splits["test"]} & {q.id for q in base.splits["train"]}  # why the seed matters
+
+
 def test_resume_continues_after_the_last_trained_batch():
     reference = ids(take(make(), 8))
     dm = make()
@@ -72,6 +82,12 @@ def test_resume_continues_after_the_last_trained_batch():
 def test_resume_refuses_a_stream_of_other_data():
     state = make().state_dict()
     state["train_stream"]["size"] += 1
+    with pytest.raises(ValueError, match="same data and seed"):
+        make().load_state_dict(state)
+    # Same seed and size, other questions: a train split of another split_seed.
+    other = make(split_seed=1)
+    state = make().state_dict()
+    state["train_stream"]["questions"] = other.train_stream.questions_digest
     with pytest.raises(ValueError, match="same data and seed"):
         make().load_state_dict(state)
 

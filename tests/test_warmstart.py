@@ -67,7 +67,8 @@ RL_SETTINGS = ["data.prompts_per_step=3", "data.n_val=7", "data.n_test=9", "cred
                "env.reward.format_score=0.2", "warmstart.rebuild=true", "warmstart.checkpoint_every=7", "seed=3",
                "model.rl_lr=0.1", "logger=csv"]
 BASE_SETTINGS = ["warmstart.steps=7", "warmstart.aux_worlds=1", "warmstart.lr=0.1", "model.hidden_size=96",
-                 "env.retriever=dense", "env.summary_chars=40", "rollout.max_tool_turns=30", "data.val_fraction=0.3"]
+                 "env.retriever=dense", "env.summary_chars=40", "rollout.max_tool_turns=30", "data.val_fraction=0.3",
+                 "data.split_seed=1"]
 
 
 def test_the_key_covers_what_the_base_policy_depends_on_and_no_rl_setting(setup):

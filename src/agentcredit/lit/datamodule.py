@@ -1,7 +1,9 @@
 """`QuestionDataModule`: the world (synthetic or user-supplied), its splits, and question streams.
 
+- splits: keyed by `data.split_seed`, not by the run seed, so runs of every seed share one test split
+  and it stays disjoint from the split a base policy trained on.
 - train: an endless stream, reshuffled every pass with a seed derived from (seed, pass), so the
-  stream is a pure function of the seed. Its position is part of `state_dict()`; a resumed run
+  stream is a pure function of the run seed. Its position is part of `state_dict()`; a resumed run
   continues the same stream at the first batch the interrupted run had not trained on.
 - val / test: the first `n_val` / `n_test` questions of their splits, in a fixed order.
 Batches are `list[Question]` of `prompts_per_step` questions. Under DDP each rank takes every
@@ -76,11 +78,18 @@ class QuestionStream(IterableDataset):
                 yield self.questions[order[index]]
             position += 1
 
-    def state_dict(self) -> dict[str, int]:
-        return {"position": self.position, "seed": self.seed, "size": len(self.questions)}
+    @cached_property
+    def questions_digest(self) -> str:
+        return stable_hash([q.id for q in self.questions])
 
-    def load_state_dict(self, state: Mapping[str, int]) -> None:
-        if state.get("seed") != self.seed or state.get("size") != len(self.questions):
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "seed": self.seed, "size": len(self.questions),
+                "questions": self.questions_digest}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        # Checkpoints written before the digest existed carry only seed and size.
+        same = state.get("seed") == self.seed and state.get("size") == len(self.questions)
+        if not same or state.get("questions", self.questions_digest) != self.questions_digest:
             raise ValueError("the checkpoint's question stream was made from other data; resume with the same data and seed")
         self.position = int(state["position"])
 
@@ -99,8 +108,8 @@ class FixedQuestions(IterableDataset):
 class QuestionDataModule(L.LightningDataModule):
     def __init__(self, world: Mapping[str, Any] | WorldConfig | None = None, prompts_per_step: int = 4,
                  n_val: int = 64, n_test: int = 200, val_fraction: float = 0.2, test_fraction: float = 0.2,
-                 seed: int = 0, corpus_path: str | None = None, questions_path: str | None = None,
-                 use_cache: bool = True, test_batch_size: int | None = None):
+                 seed: int = 0, split_seed: int = 0, corpus_path: str | None = None,
+                 questions_path: str | None = None, use_cache: bool = True, test_batch_size: int | None = None):
         super().__init__()
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
@@ -112,7 +121,9 @@ class QuestionDataModule(L.LightningDataModule):
         # The held-out evaluation rolls out one answer per question: wider batches than training's P.
         self.test_batch_size = test_batch_size or prompts_per_step
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
-        self.seed = seed
+        # The run seed shuffles the train stream; the split has its own seed so that every run seed
+        # holds out the same questions, the ones the base policy never trained on.
+        self.seed, self.split_seed = seed, int(split_seed)
         self.corpus_path, self.questions_path = corpus_path, questions_path
         self.use_cache = use_cache
         self._consumed: int | None = None  # stream position after the last batch handed to training
@@ -143,7 +154,7 @@ class QuestionDataModule(L.LightningDataModule):
 
     @cached_property
     def splits(self) -> dict[str, tuple[Question, ...]]:
-        return split_questions(self.world, self.val_fraction, self.test_fraction, self.seed)
+        return split_questions(self.world, self.val_fraction, self.test_fraction, self.split_seed)
 
     def split_questions(self, split: str) -> tuple[Question, ...]:
         """All questions of a split ("train" | "val" | "test"), independent of n_val / n_test."""

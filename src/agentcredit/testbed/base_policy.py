@@ -53,10 +53,13 @@ def base_policy_key(cfg, components) -> str:
         del warmstart["init_from"]  # so that build E's key stays what it was before the setting existed
     env = {k: v for k, v in plain(cfg.env).items() if k != "reward"}
     data = plain(cfg.data)
+    split = {k: data.get(k) for k in ("val_fraction", "test_fraction")}
+    if data.get("split_seed", 0):  # only when set, so that the shipped policies' keys stay what they were
+        split["split_seed"] = data["split_seed"]
     return stable_hash({
         "recipe": RECIPE_VERSION,
         "world": components.datamodule.world.hash,
-        "split": {k: data.get(k) for k in ("val_fraction", "test_fraction")},
+        "split": split,
         "env": env,
         "model": model,
         "warmstart": warmstart,
