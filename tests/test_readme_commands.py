@@ -41,6 +41,7 @@ COMMANDS = {
     "make base-policy": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
     # Running experiments
     "python train.py credit=trace credit.K=3": (FAST, TINY),
+    "python train.py +final_test=false": (FAST, TINY),  # Step time: make train without its held-out test
     "python train.py credit=prover judge=heuristic": ("test", "tests/test_train_methods.py::test_prover_trains_with_the_heuristic_judge"),
     "python train.py -m credit=grpo,trace credit.K=1,3": (SLOW, SWEEP_SHRINK),
     "python train.py -m experiment=trace_k_sweep": (SLOW, SWEEP_SHRINK),
@@ -86,8 +87,14 @@ COMMANDS = {
         "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
     "python scripts/compare.py outputs/multirun/compare_long docs/results/compare_long --export docs/results/compare_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
-    "python train.py -m experiment=compare_long arm=gigpo_gamma1 hydra.launcher.n_jobs=1 "
-    "hydra.sweep.dir=outputs/multirun/compare_long_gigpo_gamma1": (SLOW, SWEEP_SHRINK + ["seed=0"]),
+    "python train.py -m experiment=compare_long arm=gigpo_gamma1 "
+    "hydra.sweep.dir=outputs/multirun/compare_long_gigpo_gamma1 resume=true": (SLOW, SWEEP_SHRINK + ["seed=0"]),
+    "python scripts/compare.py docs/results/compare_long_gigpo_gamma1 docs/results/compare_long "
+    "--out docs/results/compare_long_gigpo_gamma1": (FAST, ["--out", "{tmp}"]),
+    "python scripts/compare.py docs/results/compare_long --reference budget_grpo "
+    "--out outputs/compare_long_vs_budget_grpo": (FAST, ["--out", "{tmp}"]),
+    "python scripts/evaluate.py data=testbed_long split=test n=1036 data.n_test=1036": (
+        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
     # Resuming
     "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
         "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
