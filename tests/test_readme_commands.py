@@ -95,6 +95,8 @@ COMMANDS = {
     "--out outputs/compare_long_vs_budget_grpo": (FAST, ["--out", "{tmp}"]),
     # the long base policy on the test split, on its first 2 questions (a later n= wins)
     "python scripts/evaluate.py data=testbed_long split=test n=1036 data.n_test=1036": (FAST, ["n=2"]),
+    "python scripts/success_by_hops.py <seed 3's> <seed 4's>": (
+        "test", "tests/test_success_by_hops.py::test_pools_files_and_splits_by_the_number_of_hops"),
     # Resuming
     "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
         "test", "tests/test_resume.py::test_resume_true_continues_the_run_folder_as_if_never_stopped"),
