@@ -15,6 +15,8 @@ Options beyond eq. 12:
   policy, e.g. an inference engine or an earlier generate call) differ slightly from the trainer's
   recomputed π_old; each token's loss is weighted by min(π_old/π_behaviour, cap), detached.
 - ``k3_kl``: the k3 estimator exp(ref − lp) − (ref − lp) − 1 of KL(π_θ ‖ π_ref), added with kl_coef.
+
+``rollouts_with_gradient`` says which rollouts of a batch the update must run at all.
 """
 
 from __future__ import annotations
@@ -171,3 +173,16 @@ def policy_loss(
         loss = loss + kl_coef * kl
         stats["kl_ref"] = kl.detach()
     return loss, stats
+
+
+def rollouts_with_gradient(advantages: list[Tensor], kl_coef: float = 0.0) -> list[int]:
+    """Indices of the rollouts whose loss terms can move the weights.
+
+    Without the KL term every token's loss is a multiple of its advantage: −A·ρ or −A·clip(ρ) (ρ is
+    clamped, so finite), times a detached TIS weight. A rollout whose advantages are all 0 (a GRPO group
+    whose rewards are all equal) adds exactly 0 to the loss and to every gradient, so its forward and
+    backward can be skipped without changing the update; the token-mean still divides by every
+    rollout's tokens. With kl_coef > 0 every rollout counts."""
+    if kl_coef > 0:
+        return list(range(len(advantages)))
+    return [i for i, a in enumerate(advantages) if bool(torch.any(a != 0))]

@@ -23,7 +23,7 @@ from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, equal_length_batches, length_sorted_batches, pad_batch
 from agentcredit.credit.config import CreditConfig, loss_settings
 from agentcredit.credit.grpo import group_signal_shares
-from agentcredit.credit.losses import policy_loss, sampler_gap
+from agentcredit.credit.losses import policy_loss, rollouts_with_gradient, sampler_gap
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
@@ -189,8 +189,11 @@ class AgentRLModule(L.LightningModule):
         optimizer.zero_grad(set_to_none=True)
         pad_id = self.chat.tokenizer.pad_token_id or 0
         total_tokens = sum(t.num_policy_tokens for t in trajectories)
-        sums: dict[str, float] = {}
-        for indices in self.micro_batches(trajectories):
+        trained = self._rollouts_to_train(advantages)
+        trained_tokens = sum(trajectories[i].num_policy_tokens for i in trained)
+        sums: dict[str, float] = {"loss": 0.0, "update/skipped_token_share": 1 - trained_tokens / max(total_tokens, 1)}
+        for batch_indices in self.micro_batches([trajectories[i] for i in trained]):
+            indices = [trained[i] for i in batch_indices]
             chunk = [trajectories[i] for i in indices]
             batch = {k: v.to(self.device) for k, v in pad_batch(chunk, pad_id).items()}
             adv = advantage_rows([advantages[i] for i in indices], [len(t.input_ids) for t in chunk],
@@ -212,7 +215,8 @@ class AgentRLModule(L.LightningModule):
             logprobs = token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)
             # Before the update the trainer holds the sampler's weights: any gap is sampler/trainer mismatch.
             gap, outside = sampler_gap(logprobs, behaviour, batch["loss_mask"])
-            token_share = float(batch["loss_mask"].sum()) / max(total_tokens, 1)
+            # Diagnostics average over the tokens the update ran on; the loss over every policy token.
+            token_share = float(batch["loss_mask"].sum()) / max(trained_tokens, 1)
             sums["rollout/logprob_gap"] = sums.get("rollout/logprob_gap", 0.0) + float(gap) * token_share
             sums["rollout/logprob_ratio_outside"] = sums.get("rollout/logprob_ratio_outside", 0.0) + float(outside) * token_share
             ref_logprobs = None
@@ -227,9 +231,18 @@ class AgentRLModule(L.LightningModule):
             if self.credit.loss.get("loss_agg", "token-mean") != "token-mean":
                 share = len(chunk) / len(trajectories)
             self.manual_backward(loss * share)
+            stat_share = token_share
+            if self.credit.loss.get("loss_agg", "token-mean") != "token-mean":
+                stat_share = len(chunk) / max(len(trained), 1)
             for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + float(value) * share
+                sums[key] = sums.get(key, 0.0) + float(value) * stat_share
             sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
+        if not trained:
+            # Every gradient is exactly 0. AdamW still takes its step (moments decay, weight decay acts),
+            # as it would after running them: it skips parameters without a gradient.
+            for p in self.policy.parameters():
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
         grad_norm = clip_gradients(self.policy.parameters(), self.settings.grad_clip)
         if not (torch.isfinite(grad_norm) and math.isfinite(sums.get("loss", 0.0))):
             # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
@@ -240,6 +253,15 @@ class AgentRLModule(L.LightningModule):
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
         return sums
+
+    def _rollouts_to_train(self, advantages: list[torch.Tensor]) -> list[int]:
+        """The rollouts the update runs: all but those whose advantages are all 0 when the loss has no
+        KL term (they add exactly 0 to the gradient: losses.rollouts_with_gradient). With several
+        processes every one: each backward syncs gradients, so ranks must run as many micro-batches."""
+        world = self._trainer.world_size if self._trainer is not None else 1
+        if world > 1:
+            return list(range(len(advantages)))
+        return rollouts_with_gradient(advantages, float(self.credit.loss.get("kl_coef") or 0.0))
 
     def micro_batches(self, trajectories: list[Trajectory]) -> list[list[int]]:
         """The update's micro-batches as indices into `trajectories`; the objective is the same sum either
