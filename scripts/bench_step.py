@@ -19,7 +19,9 @@ each figure is the median over the timed steps. The split of a step:
 - other_s: the step's logging; period_s: one step's wall time in the training loop (checkpoint
   save and data loading included).
 
-padding_share is the share of the update's forward tokens that are padding; tokens_per_s is the
+padding_share is the share of the update's forward tokens that are padding; update_skipped_share the
+share of policy tokens whose rollouts the update left out (all advantages 0, no KL term: they add
+nothing to the gradient); update_tokens the tokens its forwards ran on, padding not counted; tokens_per_s is the
 step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all the process's threads):
 on a machine shared with other jobs it moves far less with their load than the wall time does (time
 waiting for a core is not counted; caches and memory are still shared), and with one thread it is close
@@ -113,6 +115,15 @@ def instrument(steps: list[dict]) -> None:
 
     wrap(RolloutWorker, "rollout", "rollout_s", set_phase="rollout")
     wrap(AgentRLModule, "_optimise", "update_s", set_phase="update")
+    optimise = AgentRLModule._optimise
+
+    def recording_optimise(self, *args, **kwargs):
+        stats = optimise(self, *args, **kwargs)
+        if steps:  # revisions before the update skipped rollouts without credit log no share: 0
+            steps[-1]["update_skipped_share"] = stats.get("update/skipped_token_share", 0.0)
+        return stats
+
+    AgentRLModule._optimise = recording_optimise
     wrap(AgentRLModule, "_log_step", "log_s", set_phase="log")
     wrap(AgentRLModule, "_remember_samples", "remember_s", set_phase="log")
     for name in ("_packed", "_decode", "_prefill"):
@@ -153,6 +164,7 @@ def split(parts: Counter) -> dict:
         "tokens_per_s": parts["sampled_tokens"] / step if step else 0.0,
         "padding_share": 1 - parts["update_real_tokens"] / max(parts["update_padded_tokens"], 1),
         "update_tokens": parts["update_real_tokens"],
+        "update_skipped_share": parts["update_skipped_share"],
     }
     return out
 

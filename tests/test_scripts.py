@@ -69,15 +69,17 @@ STEP_PARTS = ("rollout_s", "credit_s", "update_s", "other_s")
 
 
 def test_bench_step_splits_a_step_and_counts_padding():
+    # The KL term keeps every rollout in the update: an untrained policy's GRPO advantages are all 0,
+    # and such rollouts are left out (update_skipped_share).
     out = run_json("scripts/bench_step.py", "--steps", "2", "--warmup", "1", "--threads", "1", "--",
-                   *TINY_MODEL, "rollout.group_size=2", "train.micro_batch_size=2", "logger=none")
+                   *TINY_MODEL, "rollout.group_size=2", "train.micro_batch_size=2", "logger=none", "credit.kl_coef=0.01")
     assert len(out["steps"]) == 2 and out["threads"] == 1 and out["startup_s"] > 0
     # Medians of parts need not add up exactly to the median step; each step's parts do (one step here per median).
     assert out["rollout_forward_s"] > 0 and out["update_forward_s"] > 0 and out["update_backward_s"] > 0
     assert abs(out["rollout_forward_s"] + out["rollout_tools_s"] + out["rollout_python_s"] - out["rollout_s"]) < 1e-3
     assert abs(out["update_forward_s"] + out["update_backward_s"] + out["update_optimiser_s"] - out["update_s"]) < 1e-3
     assert out["padding_share"] == 0.0  # padding-free micro-batches (train.padding_free=auto, on one thread)
-    assert out["sampled_tokens"] > 0 and out["update_tokens"] >= out["sampled_tokens"]
+    assert out["sampled_tokens"] > 0 and out["update_tokens"] >= out["sampled_tokens"] and out["update_skipped_share"] == 0.0
     assert out["step_cpu_s"] > 0  # the process's CPU time in the step, beside its wall time
 
 

@@ -28,7 +28,7 @@ from agentcredit.env.corpus import Corpus  # noqa: E402
 from agentcredit.env.retrieval import build_retriever  # noqa: E402
 from agentcredit.models.loading import load_policy  # noqa: E402
 from test_rollout import DOCS, QUESTION, check_layout  # noqa: E402
-from tiny_runs import read_metrics, train_tiny  # noqa: E402
+from tiny_runs import SIGNAL, ensure_signal_credit, read_metrics, train_tiny  # noqa: E402
 
 # The default tiny testbed's shape: at these sizes vLLM's CPU backend packs the tied output
 # projection apart from the embedding, so a reload that forgot it would fail the update test.
@@ -204,7 +204,10 @@ def test_a_missing_vllm_is_one_line_naming_the_extra(monkeypatch):
 
 
 def test_grpo_run_samples_with_vllm_and_logs_the_logprob_gap(tmp_path):
-    train_tiny(tmp_path, "credit=grpo", "rollout.engine=vllm", "logger=csv", "trainer.max_steps=3")
+    # GRPO's loss on the signal advantages: an untrained policy's own GRPO advantages are all 0, and the
+    # update leaves such rollouts out, so it would measure no gap at all.
+    ensure_signal_credit()
+    train_tiny(tmp_path, *SIGNAL, "rollout.engine=vllm", "logger=csv", "trainer.max_steps=3")
     rows = [r for r in read_metrics(tmp_path) if r.get("rollout/logprob_gap")]
     assert len(rows) == 3
     assert all(float(r["rollout/logprob_gap"]) <= 1e-4 and float(r["rollout/logprob_ratio_outside"]) == 0 for r in rows)
@@ -212,7 +215,9 @@ def test_grpo_run_samples_with_vllm_and_logs_the_logprob_gap(tmp_path):
 
 
 def test_trace_run_with_vllm_and_tis(tmp_path):
-    train_tiny(tmp_path, "credit=trace", "credit.tis_cap=2.0", "rollout.engine=vllm", "logger=csv", "trainer.max_steps=3")
+    # The KL term keeps every rollout in the update (an untrained policy's TRACE advantages may all be 0).
+    train_tiny(tmp_path, "credit=trace", "credit.tis_cap=2.0", "credit.kl_coef=0.01", "rollout.engine=vllm", "logger=csv",
+               "trainer.max_steps=3")
     rows = [r for r in read_metrics(tmp_path) if r.get("rollout/logprob_gap")]
     assert len(rows) == 3
     assert all(float(r["rollout/logprob_gap"]) <= 1e-4 for r in rows)
