@@ -181,6 +181,11 @@ class AgentRLModule(L.LightningModule):
         self._remember_samples(samples)
 
     @property
+    def _world_size(self) -> int:
+        """Processes training together (1 without a trainer, as in tests that call the update directly)."""
+        return self._trainer.world_size if self._trainer is not None else 1
+
+    @property
     def _sharded(self) -> bool:
         return "FSDP" in type(self.trainer.strategy).__name__
 
@@ -191,6 +196,7 @@ class AgentRLModule(L.LightningModule):
         total_tokens = sum(t.num_policy_tokens for t in trajectories)
         trained = self._rollouts_to_train(advantages)
         trained_tokens = sum(trajectories[i].num_policy_tokens for i in trained)
+        token_mean = self.credit.loss.get("loss_agg", "token-mean") == "token-mean"
         sums: dict[str, float] = {"loss": 0.0, "update/skipped_token_share": 1 - trained_tokens / max(total_tokens, 1)}
         for batch_indices in self.micro_batches([trajectories[i] for i in trained]):
             indices = [trained[i] for i in batch_indices]
@@ -227,16 +233,12 @@ class AgentRLModule(L.LightningModule):
                 ref_logprobs=ref_logprobs, behaviour_logprobs=behaviour, **self.loss_settings,
             )
             # token-mean over the whole step, not per micro-batch: weight each chunk by its share of tokens.
-            share = float(batch["loss_mask"].sum()) / max(total_tokens, 1)
-            if self.credit.loss.get("loss_agg", "token-mean") != "token-mean":
-                share = len(chunk) / len(trajectories)
+            share = float(batch["loss_mask"].sum()) / max(total_tokens, 1) if token_mean else len(chunk) / len(trajectories)
             self.manual_backward(loss * share)
-            stat_share = token_share
-            if self.credit.loss.get("loss_agg", "token-mean") != "token-mean":
-                stat_share = len(chunk) / max(len(trained), 1)
+            stat_share = token_share if token_mean else len(chunk) / len(trained)
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value) * stat_share
-            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * share
+            sums["loss"] += float(loss.detach()) * share
         if not trained:
             # Every gradient is exactly 0. AdamW still takes its step (moments decay, weight decay acts),
             # as it would after running them: it skips parameters without a gradient.
@@ -258,8 +260,7 @@ class AgentRLModule(L.LightningModule):
         """The rollouts the update runs: all but those whose advantages are all 0 when the loss has no
         KL term (they add exactly 0 to the gradient: losses.rollouts_with_gradient). With several
         processes every one: each backward syncs gradients, so ranks must run as many micro-batches."""
-        world = self._trainer.world_size if self._trainer is not None else 1
-        if world > 1:
+        if self._world_size > 1:
             return list(range(len(advantages)))
         return rollouts_with_gradient(advantages, float(self.credit.loss.get("kl_coef") or 0.0))
 
@@ -278,8 +279,7 @@ class AgentRLModule(L.LightningModule):
         free = self.settings.padding_free
         if free == "auto":
             free = torch.get_num_threads() == 1
-        world = self._trainer.world_size if self._trainer is not None else 1
-        if free and world == 1:
+        if free and self._world_size == 1:
             return equal_length_batches(lengths, self.settings.micro_batch_size)
         return length_sorted_batches(lengths, self.settings.micro_batch_size)
 
