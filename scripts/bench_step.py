@@ -121,9 +121,18 @@ def instrument(steps: list[dict]) -> None:
         stats = optimise(self, *args, **kwargs)
         if steps:  # revisions before the update skipped rollouts without credit log no share: 0
             steps[-1]["update_skipped_share"] = stats.get("update/skipped_token_share", 0.0)
+            # Revisions before the update shared prefixes ran every trained token: 1
+            steps[-1]["update_forward_share"] = stats.get("update/forward_token_share", 1.0)
         return stats
 
     AgentRLModule._optimise = recording_optimise
+    families = getattr(AgentRLModule, "prefix_families", None)
+    if families is not None:
+        def prefix_families(self, *args, **kwargs):
+            steps[-1]["shared"] = 1  # the update's forwards run unpadded rollouts from where they part
+            return families(self, *args, **kwargs)
+
+        AgentRLModule.prefix_families = prefix_families
     wrap(AgentRLModule, "_log_step", "log_s", set_phase="log")
     wrap(AgentRLModule, "_remember_samples", "remember_s", set_phase="log")
     for name in ("_packed", "_decode", "_prefill"):
@@ -131,6 +140,7 @@ def instrument(steps: list[dict]) -> None:
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
     wrap(module_mod, "token_logprobs", "forward_s")
+    wrap(module_mod, "shared_token_logprobs", "forward_s")
     wrap(AgentRLModule, "manual_backward", "backward_s")
     original_finish = RolloutWorker._finish
 
@@ -165,7 +175,11 @@ def split(parts: Counter) -> dict:
         "padding_share": 1 - parts["update_real_tokens"] / max(parts["update_padded_tokens"], 1),
         "update_tokens": parts["update_real_tokens"],
         "update_skipped_share": parts["update_skipped_share"],
+        "update_forward_share": parts.get("update_forward_share", 1.0),
     }
+    if parts["shared"]:  # pad_batch still pads the loss's tensors, but no forward runs on a pad
+        out["padding_share"] = 0.0
+        out["update_tokens"] = parts["update_real_tokens"] * out["update_forward_share"]
     return out
 
 

@@ -50,18 +50,20 @@ def module_and_batch(tmp_path_factory):
     return module, trajectories, advantages
 
 
-def _update(module, trajectories, advantages, monkeypatch, *, skip: bool, padding_free):
+def _update(module, trajectories, advantages, monkeypatch, *, skip: bool, padding_free, share: bool = False):
     from agentcredit.lit.module import AgentRLModule
 
     module = copy.deepcopy(module)
     module.settings.padding_free = padding_free
+    module.settings.share_prefixes = share
     optimizer = module.configure_optimizers()
     monkeypatch.setattr(AgentRLModule, "_sharded", property(lambda self: False))
     monkeypatch.setattr(module, "optimizers", lambda *a, **k: optimizer, raising=False)
     monkeypatch.setattr(module, "manual_backward", lambda loss: loss.backward(), raising=False)
     ran: list[int] = []
-    batches = module.micro_batches
-    monkeypatch.setattr(module, "micro_batches", lambda trajs: ran.append(len(trajs)) or batches(trajs), raising=False)
+    batcher = "prefix_families" if share else "micro_batches"
+    batches = getattr(module, batcher)
+    monkeypatch.setattr(module, batcher, lambda trajs: ran.append(len(trajs)) or batches(trajs), raising=False)
     if not skip:
         monkeypatch.setattr(module, "_rollouts_to_train", lambda adv: list(range(len(adv))), raising=False)
     grads: list[torch.Tensor] = []
@@ -72,14 +74,14 @@ def _update(module, trajectories, advantages, monkeypatch, *, skip: bool, paddin
     return stats, grads, [p.detach().clone() for p in module.policy.parameters()], ran
 
 
-@pytest.mark.parametrize("padding_free", [True, False])
-def test_skipping_zero_advantage_rollouts_leaves_the_update_as_it_was(module_and_batch, monkeypatch, padding_free):
+@pytest.mark.parametrize("padding_free,share", [(True, False), (False, False), ("auto", True)])
+def test_skipping_zero_advantage_rollouts_leaves_the_update_as_it_was(module_and_batch, monkeypatch, padding_free, share):
     module, trajectories, advantages = module_and_batch
     before = [p.detach().clone() for p in module.policy.parameters()]
     full, full_grads, full_weights, full_ran = _update(module, trajectories, advantages, monkeypatch, skip=False,
-                                                       padding_free=padding_free)
+                                                       padding_free=padding_free, share=share)
     skipped, skipped_grads, skipped_weights, skipped_ran = _update(module, trajectories, advantages, monkeypatch, skip=True,
-                                                                   padding_free=padding_free)
+                                                                   padding_free=padding_free, share=share)
     assert full_ran == [6] and skipped_ran == [3]  # the update ran on rollouts 0, 2 and 5 only
     policy_tokens = [sum(t.loss_mask) for t in trajectories]
     assert skipped["update/skipped_token_share"] == pytest.approx(sum(policy_tokens[i] for i in (1, 3, 4)) / sum(policy_tokens))

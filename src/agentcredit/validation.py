@@ -154,6 +154,8 @@ def validate_config(cfg: DictConfig) -> None:
     _require(isinstance(mb, int) and mb >= 1, f"train.micro_batch_size must be an integer >= 1, got {mb!r}")
     free = train.get("padding_free", "auto")
     _require(isinstance(free, bool) or free == "auto", f"train.padding_free must be true, false or auto, got {free!r}")
+    share = train.get("share_prefixes", True)
+    _require(isinstance(share, bool), f"train.share_prefixes must be true or false, got {share!r}")
     lr = train.get("lr")
     _require(lr is None or (isinstance(lr, (int, float)) and lr > 0), f"train.lr must be null or a number > 0, got {lr!r}")
 

@@ -39,6 +39,7 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     lean_forward: bool = True  # sample through agent/lean_forward.py where the architecture allows
+    share_identical: bool = True  # rows with identical histories share a cache slot and a forward (agent/sampling.py)
     threads: int | None = 1  # torch intra-op threads while the policy samples (engine hf on CPU); None = the process's
     engine: str = "hf"  # hf: the policy samples its own turns (agent/sampling.py) | vllm: a colocated vLLM engine
     vllm: dict = field(default_factory=dict)  # agent/engines/vllm_settings.py VLLMSettings
@@ -52,8 +53,9 @@ class RolloutConfig:
                              f"at least two rollouts), got {self.group_size!r}")
         if not 0.0 < float(self.top_p) <= 1.0:
             raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
-        if not isinstance(self.lean_forward, bool):
-            raise ValueError(f"rollout.lean_forward must be true or false, got {self.lean_forward!r}")
+        for name in ("lean_forward", "share_identical"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"rollout.{name} must be true or false, got {getattr(self, name)!r}")
         if float(self.temperature) < 0:
             raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
@@ -265,7 +267,8 @@ class RolloutWorker:
         """Only sampling differs between engines; everything on the environment side is shared."""
         if self.engine is None:
             return TurnSampler(self.model, temperature=self.cfg.temperature, top_p=self.cfg.top_p, pad_id=self.pad_id,
-                               stop=self.stop, generator=self.generator, use_lean_forward=self.cfg.lean_forward)
+                               stop=self.stop, generator=self.generator, use_lean_forward=self.cfg.lean_forward,
+                               share_identical=self.cfg.share_identical)
         # One seed per batch from the worker's generator (itself a function of run seed, step and rank).
         seed = 0
         if self.generator is not None:

@@ -9,6 +9,12 @@ concatenated per step. Log-probabilities are recorded under the same temperature
 distribution the loss recomputes (top-p truncation is not part of it, so training and sampling
 agree on the ratio's denominator).
 
+Rows whose histories are identical (the rollouts of one question before their first different
+token, or continuations from one state) share one cache slot: their pending tokens are fed once,
+and each row then samples its own token from the shared logits, drawing the same random number it
+would draw alone. Once rows draw different tokens, or their tools return different observations,
+each new history gets its own slot with a copy of the shared keys (`share_identical`).
+
 Each step first feeds what every row has pending: a decoding row its last sampled token, a row
 back from its tools its queued tokens. For Llama/Qwen3 models that is one packed forward
 (agent/lean_forward.py: the same logits without the Hugging Face forward's plumbing, unpadded,
@@ -162,16 +168,19 @@ class TurnSampler:
     """
 
     def __init__(self, model, *, temperature: float, top_p: float, pad_id: int, stop: StopChecker,
-                 generator: torch.Generator | None = None, use_lean_forward: bool = True):
+                 generator: torch.Generator | None = None, use_lean_forward: bool = True,
+                 share_identical: bool = True):
         self.model = model
         self.temperature, self.top_p, self.pad_id = temperature, top_p, pad_id
         self.stop, self.generator = stop, generator
+        self.share_identical = share_identical
         self.device = next(model.parameters()).device
         self.lean = LeanForward(model) if use_lean_forward and lean_forward_unsupported(model) is None else None
         self.cache_kw, self.keeps_logits = _forward_kwargs(model)
         self.mask_dtype = _mask_dtype(model)
-        self.rows: dict[Hashable, _Row] = {}
-        self.slots: list[_Row | None] = []  # row in each cache slot; None once released
+        self.rows: dict[Hashable, _Row] = {}  # live rows in the order they were added (the order they sample in)
+        self.slots: list[list[_Row] | None] = []  # the rows of each cache slot, all with one history; None = free
+        self._added: dict[tuple, int] = {}  # before the first step: (sequence, max_new) -> its slot
         self.cache: SlotCache | None = None
         self.logits: torch.Tensor | None = None  # (S, V) next-token logits per slot
 
@@ -184,8 +193,14 @@ class TurnSampler:
             raise RuntimeError("add every row before the first step")
         row = _Row(key, slot=len(self.slots))
         self.rows[key] = row
-        self.slots.append(row)
         self.next_turn(key, sequence, max_new)
+        same = self._added.get((tuple(sequence), max_new)) if self.share_identical else None
+        if same is None:
+            self._added[(tuple(sequence), max_new)] = row.slot
+            self.slots.append([row])
+        else:
+            row.slot = same
+            self.slots[same].append(row)
 
     def next_turn(self, key: Hashable, sequence: list[int], max_new: int) -> None:
         row = self.rows[key]
@@ -196,7 +211,10 @@ class TurnSampler:
 
     def release(self, key: Hashable) -> None:
         row = self.rows.pop(key)
-        self.slots[row.slot] = None
+        members = self.slots[row.slot]
+        members.remove(row)
+        if not members:
+            self.slots[row.slot] = None
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, SampledTurn]]:
@@ -207,26 +225,35 @@ class TurnSampler:
         both; otherwise a decode forward over every slot and the prefill forwards."""
         if not self.rows:
             return []
-        if self.cache is None:
-            self.cache = SlotCache(len(self.slots))
-        elif 4 * self.slots.count(None) >= len(self.slots):
-            self._compact()
-        ready = [r for r in self.slots if r is not None]
+        ready = list(self.rows.values())
         if any(bool(r.queued) == r.decoding for r in ready):
             raise RuntimeError("every row whose turn ended needs next_turn or release before the next step")
-        decoding = [r for r in ready if r.decoding]
-        queued = [r for r in ready if r.queued]
+        if self.cache is None:
+            self.cache = SlotCache(len(self.rows))  # at most one history per row
+            self._added = {}
+        self._split_diverged()
+        if 4 * self.slots.count(None) >= len(self.slots):
+            self._compact()
+        # Each slot's first row stands for all of its rows: one history, one pending feed.
+        heads = [m[0] for m in self.slots if m is not None]
+        decoding = [r for r in heads if r.decoding]
+        queued = [r for r in heads if r.queued]
         if self.lean is not None:
             self._packed(decoding, queued)
         else:
             if decoding:
-                self._decode([r.generated[-1] if r is not None and r.decoding else self.pad_id for r in self.slots])
+                self._decode([m[0].generated[-1] if m is not None and m[0].decoding else self.pad_id for m in self.slots])
             lengths = [len(r.queued) for r in queued]
             for group in prefill_groups(lengths, [r.length for r in queued]):
                 self._prefill([queued[i] for i in group])
+        for members in self.slots:
+            for r in members[1:] if members is not None else ():
+                r.length, r.queued = members[0].length, []
+        # Every row samples from its slot's logits, in the order the rows were added.
         logits = self.logits
-        if len(ready) < len(self.slots):
-            logits = logits.index_select(0, torch.tensor([r.slot for r in ready], device=self.device))
+        slot_of_row = [r.slot for r in ready]
+        if slot_of_row != list(range(len(self.slots))):
+            logits = logits.index_select(0, torch.tensor(slot_of_row, device=self.device))
         scaled = logits.float()  # (B, V)
         if self.temperature != 1.0:  # x / 1.0 is x: the division is skipped, not changed
             scaled = scaled / max(self.temperature, 1e-5)
@@ -251,7 +278,8 @@ class TurnSampler:
         """One lean forward for the decoding rows' fed tokens and the queued rows' prefill."""
         ids, positions, written, slots, columns, keys = [], [], [], [], [], []
         if decoding:  # one token per slot, a stand-in where the slot feeds nothing
-            for slot, r in enumerate(self.slots):
+            for slot, members in enumerate(self.slots):
+                r = members[0] if members is not None else None
                 fed = r is not None and r.decoding
                 ids.append(r.generated[-1] if fed else self.pad_id)
                 positions.append(r.length if fed else 0)
@@ -302,9 +330,11 @@ class TurnSampler:
     def _decode(self, feed: list[int]) -> None:
         """Feed every slot one token; rows outside a turn feed a pad whose key lands at their next free
         column, where their prefill overwrites it (dead slots write garbage that nothing attends to)."""
-        starts = torch.tensor([r.length if r is not None else 0 for r in self.slots], device=self.device)
-        self.logits = self._forward(torch.tensor(feed, device=self.device)[:, None], starts, None)[:, -1, :]  # (S, V)
-        for r in self.slots:
+        heads = [m[0] if m is not None else None for m in self.slots]
+        starts = torch.tensor([r.length if r is not None else 0 for r in heads], device=self.device)
+        slots = torch.arange(len(heads), device=self.device)  # the slots in use (the cache may hold more)
+        self.logits = self._forward(torch.tensor(feed, device=self.device)[:, None], starts, slots)[:, -1, :]  # (S, V)
+        for r in heads:
             if r is not None and r.decoding:
                 r.length += 1
 
@@ -328,12 +358,43 @@ class TurnSampler:
             r.length += n
             r.queued = []
 
+    def _split_diverged(self) -> None:
+        """Give every set of a slot's rows whose pending feeds differ (they drew different tokens, or
+        their tools returned different observations) a slot of its own, holding a copy of the keys
+        and values they share so far."""
+        for slot in range(len(self.slots)):
+            members = self.slots[slot]
+            if members is None or len(members) < 2:
+                continue
+            parts: dict[tuple, list[_Row]] = {}
+            for r in members:
+                feed = (r.generated[-1],) if r.decoding else tuple(r.queued)
+                parts.setdefault((r.decoding, feed, r.max_new), []).append(r)
+            if len(parts) == 1:
+                continue
+            first, *rest = parts.values()
+            self.slots[slot] = first
+            for part in rest:
+                new = self._free_slot()
+                self.cache.copy_slot(slot, new, part[0].length)
+                for r in part:
+                    r.slot = new
+                self.slots[new] = part
+
+    def _free_slot(self) -> int:
+        if None in self.slots:
+            return self.slots.index(None)
+        self.slots.append(None)
+        return len(self.slots) - 1
+
     def _compact(self) -> None:
-        """Drop released slots so the decode batch is only as wide as the rows still running."""
-        kept = [r for r in self.slots if r is not None]
-        index = torch.tensor([r.slot for r in kept], device=self.device)
-        self.cache.keep(index, used=max(r.length for r in kept))  # columns past every length are never read
-        self.logits = None  # every live row is fed at this step, which sets its logits anew
-        for slot, r in enumerate(kept):
-            r.slot = slot
+        """Drop released slots so the decode batch is only as wide as the histories still running."""
+        kept = [m for m in self.slots if m is not None]
+        index = torch.tensor([m[0].slot for m in kept], device=self.device)
+        # Columns past every length are never read; room stays for one slot per live row.
+        self.cache.keep(index, used=max(m[0].length for m in kept), num_slots=len(self.rows))
+        self.logits = None  # every live slot is fed at this step, which sets its logits anew
+        for slot, members in enumerate(kept):
+            for r in members:
+                r.slot = slot
         self.slots = kept

@@ -81,22 +81,30 @@ class SlotCache:
         values[slots, :, columns] = value_states
         return keys, values
 
-    def keep(self, slots: torch.Tensor, used: int | None = None) -> None:
+    def keep(self, slots: torch.Tensor, used: int | None = None, num_slots: int | None = None) -> None:
         """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order.
-        used: how many columns any kept slot holds (only those are copied; None = all)."""
+        used: how many columns any kept slot holds (only those are copied; None = all).
+        num_slots: slots to hold from now on (at least len(slots); the ones after the kept are empty)."""
         used = self.capacity if used is None else min(used, self.capacity)
-        self.keys = [_copied(k, slots, used, self.capacity) for k in self.keys]
-        self.values = [_copied(v, slots, used, self.capacity) for v in self.values]
-        self.num_slots = int(slots.numel())
+        rows = max(int(slots.numel()), num_slots or 0)
+        self.keys = [_copied(k, slots, used, self.capacity, rows) for k in self.keys]
+        self.values = [_copied(v, slots, used, self.capacity, rows) for v in self.values]
+        self.num_slots = rows
+
+    def copy_slot(self, source: int, target: int, used: int) -> None:
+        """Slot `target` takes columns :used of slot `source` (a history that split from another)."""
+        for buffer in (*self.keys, *self.values):
+            buffer[target, :, :used] = buffer[source, :, :used]
 
 
-def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacity: int) -> torch.Tensor:
-    """A (len(slots) or S, H, capacity, D) buffer holding columns :used of `slots` (None = all) of
-    `buffer`, zero past them. Zero, not uninitialised: a masked key still goes through the
-    attention arithmetic, and a stray NaN there would survive the mask."""
-    rows = buffer.shape[0] if slots is None else len(slots)
-    new = buffer.new_empty((rows, buffer.shape[1], capacity, buffer.shape[3]))
+def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacity: int,
+            rows: int | None = None) -> torch.Tensor:
+    """A (rows, H, capacity, D) buffer whose first len(slots) (or S) slots hold columns :used of
+    `slots` (None = all) of `buffer`, zero everywhere else. Zero, not uninitialised: a masked key
+    still goes through the attention arithmetic, and a stray NaN there would survive the mask."""
+    kept = buffer.shape[0] if slots is None else len(slots)
+    rows = kept if rows is None else rows
+    new = buffer.new_zeros((rows, buffer.shape[1], capacity, buffer.shape[3]))
     head = buffer[:, :, :used]
-    new[:, :, :used] = head if slots is None else head.index_select(0, slots)
-    new[:, :, used:].zero_()
+    new[:kept, :, :used] = head if slots is None else head.index_select(0, slots)
     return new

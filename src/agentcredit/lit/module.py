@@ -28,6 +28,7 @@ from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
+from agentcredit.lit.shared_prefixes import prefix_plan, shared_token_logprobs
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
@@ -64,6 +65,7 @@ def pooled_outcomes(rows: list[list[float]]) -> tuple[int, dict[str, float]]:
 class TrainSettings:
     micro_batch_size: int = 8  # sequences per forward/backward in the loss
     padding_free: bool | str = "auto"  # micro-batches of equal-length sequences only; auto: on one thread (see micro_batches)
+    share_prefixes: bool = True  # each question's shared prefixes run once in the update (one process; prefix_families)
     lr: float = 1e-6
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
@@ -198,27 +200,37 @@ class AgentRLModule(L.LightningModule):
         trained_tokens = sum(trajectories[i].num_policy_tokens for i in trained)
         token_mean = self.credit.loss.get("loss_agg", "token-mean") == "token-mean"
         sums: dict[str, float] = {"loss": 0.0, "update/skipped_token_share": 1 - trained_tokens / max(total_tokens, 1)}
-        for batch_indices in self.micro_batches([trajectories[i] for i in trained]):
+        shared = self._shares_prefixes
+        kept = [trajectories[i] for i in trained]
+        forward_tokens = 0
+        for batch_indices in self.prefix_families(kept) if shared else self.micro_batches(kept):
             indices = [trained[i] for i in batch_indices]
             chunk = [trajectories[i] for i in indices]
             batch = {k: v.to(self.device) for k, v in pad_batch(chunk, pad_id).items()}
             adv = advantage_rows([advantages[i] for i in indices], [len(t.input_ids) for t in chunk],
                                  batch["loss_mask"]).to(self.device)
             temperature = self.rollout_cfg.temperature
-            # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
-            positions = None if self._sharded else batch["loss_mask"]
-            # A right-padded batch whose pads nothing reads runs maskless and causal (right_padding_only):
-            # the same log-probabilities and gradients, without attending over the upper triangle.
-            mask = batch["attention_mask"]
-            if positions is not None and right_padding_only(mask):
-                mask = None
+            if shared:
+                plan = prefix_plan([list(zip(t.input_ids, t.loss_mask)) for t in chunk])
+                forward_tokens += sum(len(chunk[i].input_ids) - n for i, _, n in plan)
+                policy_logprobs = lambda: self._shared_logprobs(chunk, batch, plan, temperature)  # noqa: E731
+            else:
+                forward_tokens += int(batch["attention_mask"].sum())
+                # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
+                positions = None if self._sharded else batch["loss_mask"]
+                # A right-padded batch whose pads nothing reads runs maskless and causal (right_padding_only):
+                # the same log-probabilities and gradients, without attending over the upper triangle.
+                mask = batch["attention_mask"]
+                if positions is not None and right_padding_only(mask):
+                    mask = None
+                policy_logprobs = lambda: token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)  # noqa: E731
             behaviour = batch["old_logprobs"]  # what the sampler recorded
             old = behaviour
             if self.credit.loss.get("tis_cap") is not None:
                 # TIS corrects for sampler/trainer mismatch: π_old is recomputed by the trainer itself.
                 with torch.no_grad():
-                    old = token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)
-            logprobs = token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)
+                    old = policy_logprobs()
+            logprobs = policy_logprobs()
             # Before the update the trainer holds the sampler's weights: any gap is sampler/trainer mismatch.
             gap, outside = sampler_gap(logprobs, behaviour, batch["loss_mask"])
             # Diagnostics average over the tokens the update ran on; the loss over every policy token.
@@ -254,7 +266,39 @@ class AgentRLModule(L.LightningModule):
                 "lower train.lr or resume from an earlier checkpoint")
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
+        # Tokens the update's forwards ran on, against the trained rollouts' tokens (padding not counted).
+        sums["update/forward_token_share"] = forward_tokens / max(sum(len(t.input_ids) for t in kept), 1)
         return sums
+
+    @property
+    def _shares_prefixes(self) -> bool:
+        """Whether the update runs each shared prefix once (train.share_prefixes). One process only: with
+        several, every backward syncs gradients, so ranks must run as many of them (micro_batches)."""
+        return bool(self.settings.share_prefixes) and self._world_size == 1 and not self._sharded
+
+    def prefix_families(self, trajectories: list[Trajectory]) -> list[list[int]]:
+        """The update's batches when prefixes are shared: the rollouts of each question (the ones that share
+        more than the system prompt), in sorted order, cut into runs of up to micro_batch_size. Each batch
+        runs its shared prefixes once and takes one backward."""
+        families: dict[str, list[int]] = {}
+        for i, t in enumerate(trajectories):
+            families.setdefault(t.question_id, []).append(i)
+        size = self.settings.micro_batch_size
+        batches = []
+        for members in families.values():
+            members.sort(key=lambda i: (trajectories[i].input_ids, trajectories[i].loss_mask))
+            batches.extend(members[k:k + size] for k in range(0, len(members), size))
+        return batches
+
+    def _shared_logprobs(self, chunk: list[Trajectory], batch: dict, plan, temperature: float) -> torch.Tensor:
+        """(B, L) log-probabilities of a batch's rollouts (lit/shared_prefixes.py), right-padded with 0."""
+        lengths = [len(t.input_ids) for t in chunk]
+        rows = shared_token_logprobs(self.policy, [batch["input_ids"][i, :n] for i, n in enumerate(lengths)],
+                                     [batch["loss_mask"][i, :n] for i, n in enumerate(lengths)], plan, temperature)
+        out = rows[0].new_zeros(batch["input_ids"].shape)
+        for i, row in enumerate(rows):
+            out[i, : lengths[i]] = row
+        return out
 
     def _rollouts_to_train(self, advantages: list[torch.Tensor]) -> list[int]:
         """The rollouts the update runs: all but those whose advantages are all 0 when the loss has no
