@@ -1,0 +1,122 @@
+"""Rollout rows with identical histories share a cache slot: same samples as rows sampled apart, fewer
+tokens through the model."""
+
+import pytest
+import torch
+
+from agentcredit.agent.protocol import STOP_STRINGS
+from agentcredit.agent.sampling import StopChecker, TurnSampler
+from agentcredit.agent.slot_cache import SlotCache
+from agentcredit.world.types import Question
+from tests.test_rollout import QUESTION, make_worker, sample_all, setup  # noqa: F401  (setup is a fixture)
+
+
+def _fed_tokens(monkeypatch) -> list[int]:
+    """Records how many tokens each sampler step feeds the model (lean or Hugging Face forward)."""
+    fed: list[int] = []
+    packed, forward = TurnSampler._packed, TurnSampler._forward
+
+    def counting_packed(self, decoding, queued):
+        fed.append(len(decoding) + sum(len(r.queued) for r in queued))
+        return packed(self, decoding, queued)
+
+    def counting_forward(self, ids, starts, slots, keep=None):
+        fed.append(int(ids.shape[0]) * int(ids.shape[1]))
+        return forward(self, ids, starts, slots, keep)
+
+    monkeypatch.setattr(TurnSampler, "_packed", counting_packed)
+    monkeypatch.setattr(TurnSampler, "_forward", counting_forward)
+    return fed
+
+
+@pytest.mark.parametrize("lean", [True, False])
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_shared_rows_sample_what_separate_rows_sample(setup, monkeypatch, lean, temperature):
+    # At T = 1 the rows of a group part at their first different draw; at T = 0 they never do, so
+    # everything after the prompt is shared to the end (tools included: the same calls, the same pages).
+    fed = _fed_tokens(monkeypatch)
+    questions = [QUESTION, Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")]
+    group_size = 4
+    runs = {}
+    for share in (False, True):
+        fed.clear()
+        worker = make_worker(setup, lean_forward=lean, share_identical=share, temperature=temperature)
+        worker.generator = torch.Generator().manual_seed(7)
+        groups = worker.rollout(questions, group_size=group_size)
+        runs[share] = ([t for g in groups for t in g], sum(fed))
+    (apart, fed_apart), (shared, fed_shared) = runs[False], runs[True]
+    for a, b in zip(apart, shared):
+        assert a.input_ids == b.input_ids and a.loss_mask == b.loss_mask and a.boundaries == b.boundaries
+        assert torch.allclose(torch.tensor(a.old_logprobs), torch.tensor(b.old_logprobs), atol=1e-5)
+    if not lean:  # the model's forward also feeds stand-ins and pads: only fewer
+        assert fed_shared < fed_apart
+    elif temperature == 0.0:  # one history per question: each token is fed once per question, not per row
+        assert len({tuple(t.input_ids) for t in apart}) == len(questions)
+        assert fed_apart == group_size * fed_shared
+    else:  # each question's prompt is fed once, not once per row
+        prompts = sum(g[0].boundaries[0] for g in groups)
+        assert fed_shared <= fed_apart - (group_size - 1) * prompts
+
+
+def test_rows_whose_tools_return_different_pages_part_and_keep_their_history(setup):
+    policy, tokenizer, chat, _ = setup
+    kw = dict(temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id,
+              stop=StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids))
+    prompt = chat.prompt_ids(QUESTION.text) + list(chat.assistant_header)
+    shared = TurnSampler(policy, **kw)
+    first = sample_all(shared, [prompt, prompt, prompt], 6)
+    assert sum(m is not None for m in shared.slots) == 1  # one history so far
+    assert first[0].token_ids == first[1].token_ids == first[2].token_ids
+    observations = ["Search results: none", "L0: Korvel is a port town. L1: more", "Search results: none"]
+    grown = [prompt + t.token_ids + chat.observation_ids(chat.encode(o)) + list(chat.assistant_header)
+             for t, o in zip(first, observations)]
+    second = sample_all(shared, grown, 6)
+    assert sorted(len(m) for m in shared.slots if m is not None) == [1, 2]  # rows 0 and 2 still share
+    fresh = sample_all(TurnSampler(policy, **kw, share_identical=False), grown, 6)
+    for a, b in zip(second, fresh):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+
+
+def test_released_rows_leave_their_slot_to_the_rows_that_share_it(setup):
+    policy, tokenizer, chat, _ = setup
+    kw = dict(temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id,
+              stop=StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids))
+    prompt = chat.prompt_ids(QUESTION.text) + list(chat.assistant_header)
+    sampler = TurnSampler(policy, **kw)
+    first = sample_all(sampler, [prompt, prompt], 4)
+    sampler.release(0)
+    assert [len(m) for m in sampler.slots if m is not None] == [1]
+    grown = prompt + first[1].token_ids + chat.observation_ids(chat.encode("Search results: none"))
+    sampler.next_turn(1, grown, 4)
+    turns = {}
+    while 1 not in turns:
+        turns.update(sampler.step())
+    alone = TurnSampler(policy, **kw)
+    sample_all(alone, [prompt], 4)
+    again = sample_all(alone, [grown], 4)[0]
+    assert turns[1].token_ids == again.token_ids
+    sampler.release(1)
+    assert not sampler.live and all(m is None for m in sampler.slots)
+
+
+def test_copy_slot_copies_the_used_columns_only():
+    cache = SlotCache(3)
+    keys = torch.arange(3 * 2 * 4 * 2, dtype=torch.float32).view(3, 2, 4, 2)
+    cache.reserve(4)
+    cache.put(keys.transpose(1, 2).reshape(12, 2, 2), -keys.transpose(1, 2).reshape(12, 2, 2), 0,
+              torch.arange(3).repeat_interleave(4), torch.arange(4).repeat(3))
+    cache.copy_slot(0, 2, 3)
+    assert torch.equal(cache.keys[0][2, :, :3], keys[0, :, :3])
+    assert torch.equal(cache.keys[0][2, :, 3], keys[2, :, 3])  # past `used`: untouched
+    assert torch.equal(cache.values[0][2, :, :3], -keys[0, :, :3])
+    assert torch.equal(cache.keys[0][:2, :, :4], keys[:2])  # the other slots: as they were
+
+
+def test_keep_leaves_room_for_rows_that_part_later():
+    cache = SlotCache(4)
+    cache.reserve(2)
+    cache.put(torch.ones(4, 1, 1), torch.ones(4, 1, 1), 0, torch.tensor([0, 1, 2, 3]), torch.zeros(4, dtype=torch.long))
+    cache.keep(torch.tensor([3, 1]), used=1, num_slots=3)
+    assert cache.num_slots == 3 and cache.keys[0].shape[0] == 3
+    assert torch.equal(cache.keys[0][2], torch.zeros(1, cache.capacity, 1))
