@@ -159,6 +159,26 @@ def test_only_trajectories_of_one_length_share_a_batch(tiny, monkeypatch):
     assert sorted(chunks) == [[0, 2], [1, 3]]
 
 
+def test_identical_items_are_scored_once_and_each_gets_its_score(tiny, monkeypatch):
+    import agentcredit.models.reference_scorer as scorer
+
+    tok, models = tiny
+    scored_rows = []
+    original = scorer._score_chunk
+    monkeypatch.setattr(scorer, "_score_chunk", lambda model, items, rows, results: scored_rows.extend(rows)
+                        or original(model, items, rows, results))
+    a, b = random_ids(40, len(tok), 1), random_ids(40, len(tok), 2)
+    items = [ScoringItem(a, [10, 40], [1, 2], [3]), ScoringItem(b, [10, 40], [1, 2], [3]),
+             ScoringItem(a.clone(), [10, 40], [1, 2], [3]), ScoringItem(a, [20, 40], [1, 2], [3]),
+             ScoringItem(a, [10, 40], [1, 2], [4])]
+    scores = scorer.score_batch(models["llama"], items)
+    assert len(scored_rows) == 4  # item 2 repeats item 0; a boundary or an answer token apart is another item
+    assert torch.equal(scores[0], scores[2]) and scores[0] is not scores[2]
+    for item, got in zip(items, scores):
+        want = score_naive(models["llama"], item.input_ids, item.boundaries, item.opener_ids, item.answer_ids)
+        assert (got - want).abs().max().item() <= 1e-4
+
+
 def test_reference_model_with_shared_lora_base_scores_like_the_initial_model(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path))
     cfg = OmegaConf.load(CONF / "tiny.yaml")

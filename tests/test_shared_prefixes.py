@@ -93,3 +93,14 @@ def test_logprobs_and_gradients_equal_one_forward_per_rollout(policy, temperatur
     for name, p in policy.named_parameters():
         scale = expected[name].abs().max()
         assert torch.allclose(p.grad, expected[name], atol=1e-5 * float(scale) + 1e-8), name
+
+
+def test_models_that_draw_dropout_masks_run_every_rollout_whole():
+    # Rollouts run apart draw their own masks on a common prefix; one shared forward would draw one.
+    from agentcredit.lit.module import _has_active_dropout
+
+    assert not _has_active_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.0)))
+    assert _has_active_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.05)))
+    model = torch.nn.Linear(2, 2)
+    model.config = type("Config", (), {"attention_dropout": 0.1})()
+    assert _has_active_dropout(model)

@@ -44,6 +44,14 @@ def advantage_rows(advantages: list[torch.Tensor], lengths: list[int], like: tor
     return rows
 
 
+def _has_active_dropout(model) -> bool:
+    """Whether a forward of `model` in train mode draws random masks (a dropout module or attention dropout)."""
+    config = getattr(model, "config", None)
+    if float(getattr(config, "attention_dropout", 0.0) or 0.0) > 0:
+        return True
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+
+
 class NonFiniteTraining(RuntimeError):
     """A step whose loss or gradient is NaN or inf; the run stops before that step is saved."""
 
@@ -273,8 +281,10 @@ class AgentRLModule(L.LightningModule):
     @property
     def _shares_prefixes(self) -> bool:
         """Whether the update runs each shared prefix once (train.share_prefixes). One process only: with
-        several, every backward syncs gradients, so ranks must run as many of them (micro_batches)."""
-        return bool(self.settings.share_prefixes) and self._world_size == 1 and not self._sharded
+        several, every backward syncs gradients, so ranks must run as many of them (micro_batches). Not
+        with active dropout (e.g. LoRA's): rollouts run apart draw a mask each on their common prefix."""
+        return (bool(self.settings.share_prefixes) and self._world_size == 1 and not self._sharded
+                and not _has_active_dropout(self.policy))
 
     def prefix_families(self, trajectories: list[Trajectory]) -> list[list[int]]:
         """The update's batches when prefixes are shared: the rollouts of each question (the ones that share

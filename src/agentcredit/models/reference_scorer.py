@@ -82,6 +82,21 @@ def score_batch(model, items: Sequence[ScoringItem], max_batch_tokens: int = 163
     for item in items:
         _check(item)
     _check_attention(model)
+    # Identical items (a group's rollouts that sampled the same tokens throughout, common on a trained
+    # policy) are scored once: every score is a function of the item alone.
+    first: dict[tuple, int] = {}
+    same = [first.setdefault(_identity(item), i) for i, item in enumerate(items)]
+    unique = [i for i, j in enumerate(same) if i == j]
+    scored = _score_unique(model, [items[i] for i in unique], max_batch_tokens)
+    by_item = dict(zip(unique, scored))
+    return [by_item[j] if i == j else by_item[j].clone() for i, j in enumerate(same)]
+
+
+def _identity(item: ScoringItem) -> tuple:
+    return (tuple(item.input_ids.tolist()), tuple(item.boundaries), tuple(item.opener_ids), tuple(item.answer_ids))
+
+
+def _score_unique(model, items: Sequence[ScoringItem], max_batch_tokens: int) -> list[torch.Tensor]:
     # Only trajectories of one length share a batch: the cache pass then needs no padding mask and takes
     # the attention kernel's causal path (a padded batch of a group's rollouts took twice as long on CPU).
     order = sorted(range(len(items)), key=lambda i: (max(items[i].boundaries), _row_width(items[i])))
