@@ -21,7 +21,9 @@ each figure is the median over the timed steps. The split of a step:
 
 padding_share is the share of the update's forward tokens that are padding; update_skipped_share the
 share of policy tokens whose rollouts the update left out (all advantages 0, no KL term: they add
-nothing to the gradient); update_tokens the tokens its forwards ran on, padding not counted; tokens_per_s is the
+nothing to the gradient); update_forward_share the share of the trained rollouts' tokens its forwards
+ran on (below 1 where rollouts share prefixes, train.share_prefixes); update_tokens the tokens its
+forwards ran on, padding not counted; tokens_per_s is the
 step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all the process's threads):
 on a machine shared with other jobs it moves far less with their load than the wall time does (time
 waiting for a core is not counted; caches and memory are still shared), and with one thread it is close

@@ -86,6 +86,20 @@ def test_skipping_zero_advantage_rollouts_leaves_the_update_as_it_was(module_and
     policy_tokens = [sum(t.loss_mask) for t in trajectories]
     assert skipped["update/skipped_token_share"] == pytest.approx(sum(policy_tokens[i] for i in (1, 3, 4)) / sum(policy_tokens))
     assert full["update/skipped_token_share"] == 0.0
+    # The forwards' tokens: every trained token without sharing; with it, each question's rollouts less
+    # what each shares with the one before it in sorted order.
+    from agentcredit.lit.shared_prefixes import prefix_plan
+
+    lengths = [len(t.input_ids) for t in trajectories]
+    run = sum(lengths)
+    if share:
+        run = 0
+        for question in {t.question_id for t in trajectories}:
+            family = [t for t in trajectories if t.question_id == question]
+            run += sum(len(family[i].input_ids) - n
+                       for i, _, n in prefix_plan([list(zip(t.input_ids, t.loss_mask)) for t in family]))
+        assert run < sum(lengths)
+    assert full["update/forward_token_share"] == pytest.approx(run / sum(lengths))
     assert skipped["loss"] == pytest.approx(full["loss"], rel=1e-5)
     assert skipped["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-5)
     moved = max(float((a - b).abs().max()) for a, b in zip(full_weights, before))

@@ -274,8 +274,8 @@ class AgentRLModule(L.LightningModule):
                 "lower train.lr or resume from an earlier checkpoint")
         optimizer.step()
         sums["grad_norm"] = float(grad_norm)
-        # Tokens the update's forwards ran on, against the trained rollouts' tokens (padding not counted).
-        sums["update/forward_token_share"] = forward_tokens / max(sum(len(t.input_ids) for t in kept), 1)
+        if kept:  # tokens the update's forwards ran on, against the trained rollouts' tokens (padding not counted)
+            sums["update/forward_token_share"] = forward_tokens / sum(len(t.input_ids) for t in kept)
         return sums
 
     @property
