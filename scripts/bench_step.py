@@ -128,13 +128,19 @@ def instrument(steps: list[dict]) -> None:
         return stats
 
     AgentRLModule._optimise = recording_optimise
-    families = getattr(AgentRLModule, "prefix_families", None)
-    if families is not None:
-        def prefix_families(self, *args, **kwargs):
-            steps[-1]["shared"] = 1  # the update's forwards run unpadded rollouts from where they part
-            return families(self, *args, **kwargs)
+    shared_logprobs = getattr(AgentRLModule, "_shared_logprobs", None)
+    if shared_logprobs is not None:
+        def counted_shared_logprobs(self, chunk, batch, plan, temperature):
+            # pad_batch padded this batch's tensors for the loss, but its forwards run each rollout unpadded
+            # from where it parts from the one before: count those tokens instead (once per batch).
+            if steps and phase[0] == "update" and steps[-1].get("counted_batch") != id(batch):
+                steps[-1]["counted_batch"] = id(batch)
+                ran = sum(len(chunk[i].input_ids) - n for i, _, n in plan)
+                steps[-1]["update_padded_tokens"] += ran - batch["input_ids"].numel()
+                steps[-1]["update_real_tokens"] += ran - int(batch["attention_mask"].sum())
+            return shared_logprobs(self, chunk, batch, plan, temperature)
 
-        AgentRLModule.prefix_families = prefix_families
+        AgentRLModule._shared_logprobs = counted_shared_logprobs
     wrap(AgentRLModule, "_log_step", "log_s", set_phase="log")
     wrap(AgentRLModule, "_remember_samples", "remember_s", set_phase="log")
     for name in ("_packed", "_decode", "_prefill"):
@@ -179,9 +185,6 @@ def split(parts: Counter) -> dict:
         "update_skipped_share": parts["update_skipped_share"],
         "update_forward_share": parts.get("update_forward_share", 1.0),
     }
-    if parts["shared"]:  # pad_batch still pads the loss's tensors, but no forward runs on a pad
-        out["padding_share"] = 0.0
-        out["update_tokens"] = parts["update_real_tokens"] * out["update_forward_share"]
     return out
 
 

@@ -98,9 +98,7 @@ def test_bench_step_split_of_hand_made_timers():
     assert abs(out["credit_s"] - 0.7) < 1e-12 and abs(out["other_s"] - 0.3) < 1e-12  # 10 - 6 - 3 - 0.3
     assert out["padding_share"] == 0.25 and out["tokens_per_s"] == 50.0
     assert out["update_forward_share"] == 1.0  # a revision that logs no share ran every token
-    # Shared prefixes: pad_batch still pads the loss's tensors, but the forwards ran unpadded on 40% of the tokens.
-    shared = bench.split(parts + Counter(shared=1, update_forward_share=0.4))
-    assert shared["padding_share"] == 0.0 and shared["update_tokens"] == 600.0 and shared["update_forward_share"] == 0.4
+    assert bench.split(parts + Counter(update_forward_share=0.4))["update_forward_share"] == 0.4
 
 
 def test_bench_reference_scoring_prints_its_line():

@@ -104,3 +104,28 @@ def test_models_that_draw_dropout_masks_run_every_rollout_whole():
     model = torch.nn.Linear(2, 2)
     model.config = type("Config", (), {"attention_dropout": 0.1})()
     assert _has_active_dropout(model)
+
+
+def test_batches_that_share_too_little_run_whole_in_micro_batches(monkeypatch):
+    import agentcredit.lit.module as module_mod
+    from agentcredit.agent.trajectory import Trajectory
+    from agentcredit.lit.module import AgentRLModule, TrainSettings
+
+    def rollout(question, tokens):
+        return Trajectory(question_id=question, input_ids=tokens, loss_mask=[0, 0] + [1] * (len(tokens) - 2),
+                          turn_ids=[0] * len(tokens), boundaries=[2], snapshots=[None], old_logprobs=[0.0] * len(tokens))
+
+    # Question a: 6 + 6 tokens sharing 4 (1/3 of 12); question b: 5 + 5 sharing 5 (all of one, 1/2 of 10).
+    trajectories = [rollout("a", [1, 2, 3, 4, 5, 6]), rollout("b", [7, 8, 9, 9, 9]), rollout("a", [1, 2, 3, 4, 7, 7]),
+                    rollout("b", [7, 8, 9, 9, 9])]
+    module = AgentRLModule.__new__(AgentRLModule)
+    torch.nn.Module.__init__(module)
+    module.settings = TrainSettings(micro_batch_size=8, padding_free=True)
+    monkeypatch.setattr(AgentRLModule, "_shares_prefixes", property(lambda self: True))
+    monkeypatch.setattr(AgentRLModule, "_world_size", property(lambda self: 1))
+    monkeypatch.setattr(module_mod, "MIN_SHARED_TOKENS", 0.4)
+    batches = module.update_batches(trajectories)
+    assert batches[0] == ([1, 3], [(0, -1, 0), (1, 0, 5)])  # question b on its shared prefix (plan: within the batch)
+    assert [(sorted(b), plan) for b, plan in batches[1:]] == [([0, 2], None)]  # question a: whole, one length
+    monkeypatch.setattr(module_mod, "MIN_SHARED_TOKENS", 1 / 3)
+    assert [plan is not None for _, plan in module.update_batches(trajectories)] == [True, True]

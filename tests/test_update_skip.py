@@ -53,9 +53,12 @@ def module_and_batch(tmp_path_factory):
 def _update(module, trajectories, advantages, monkeypatch, *, skip: bool, padding_free, share: bool = False):
     from agentcredit.lit.module import AgentRLModule
 
+    import agentcredit.lit.module as module_mod
+
     module = copy.deepcopy(module)
     module.settings.padding_free = padding_free
     module.settings.share_prefixes = share
+    monkeypatch.setattr(module_mod, "MIN_SHARED_TOKENS", 0.0)  # these untrained rollouts share little: share anyway
     optimizer = module.configure_optimizers()
     monkeypatch.setattr(AgentRLModule, "_sharded", property(lambda self: False))
     monkeypatch.setattr(module, "optimizers", lambda *a, **k: optimizer, raising=False)
