@@ -129,3 +129,11 @@ def test_batches_that_share_too_little_run_whole_in_micro_batches(monkeypatch):
     assert [(sorted(b), plan) for b, plan in batches[1:]] == [([0, 2], None)]  # question a: whole, one length
     monkeypatch.setattr(module_mod, "MIN_SHARED_TOKENS", 1 / 3)
     assert [plan is not None for _, plan in module.update_batches(trajectories)] == [True, True]
+
+
+def test_a_rollout_that_would_share_less_than_the_fraction_runs_whole():
+    a = pairs([1, 2, 3, 4], [0, 0, 1, 1])
+    b = pairs([1, 2, 5, 6, 7], [0, 0, 1, 1, 1])  # shares 2 of 5 with a
+    c = pairs([1, 2, 5, 6, 8], [0, 0, 1, 1, 1])  # shares 4 of 5 with b
+    assert prefix_plan([a, b, c], min_fraction=0.5) == [(0, -1, 0), (1, -1, 0), (2, 1, 4)]
+    assert prefix_plan([a, b, c], min_fraction=0.4) == [(0, -1, 0), (1, 0, 2), (2, 1, 4)]

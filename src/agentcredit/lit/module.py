@@ -45,9 +45,14 @@ def advantage_rows(advantages: list[torch.Tensor], lengths: list[int], like: tor
 
 
 MIN_SHARED_TOKENS = 0.35
-"""Share of a batch's tokens its rollouts must share for the update to run it on shared prefixes (update_batches):
-below it the masked attention on top of a prefix costs more than the tokens it saves. Measured on one thread:
-69% shared (build E's testbed) ran the update 4.6x faster, 37% (long testbed, GRPO) 1.4x, 28% (long, TRACE) 0.86x."""
+"""Share of a batch's tokens its rollouts must share for the update to run it on shared prefixes (update_batches).
+Measured on one thread: 69% shared (build E's testbed) ran the update 4.6x faster, 28% (long testbed, TRACE) 0.86x."""
+
+MIN_SHARED_FRACTION = 0.5
+"""A rollout runs on its parent's prefix only when that prefix is at least this share of it. The S tokens after a
+shared prefix attend to all L keys through a mask, S * L scores, where the whole rollout's causal attention takes
+L^2 / 2: below half of L shared, attention costs more than the projections save (long testbed: TRACE's update
+took 0.85x the time with every rollout of a 35%-sharing batch on its prefix)."""
 
 
 def _has_active_dropout(model) -> bool:
@@ -300,7 +305,8 @@ class AgentRLModule(L.LightningModule):
             return [(batch, None) for batch in self.micro_batches(trajectories)]
         batches, whole = [], []
         for family in self.prefix_families(trajectories):
-            plan = prefix_plan([list(zip(trajectories[i].input_ids, trajectories[i].loss_mask)) for i in family])
+            plan = prefix_plan([list(zip(trajectories[i].input_ids, trajectories[i].loss_mask)) for i in family],
+                               min_fraction=MIN_SHARED_FRACTION)
             tokens = sum(len(trajectories[i].input_ids) for i in family)
             if sum(n for _, _, n in plan) >= MIN_SHARED_TOKENS * tokens:
                 batches.append((family, plan))

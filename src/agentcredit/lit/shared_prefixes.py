@@ -27,12 +27,13 @@ def common_length(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
     return i
 
 
-def prefix_plan(sequences: list[list[tuple[int, int]]]) -> list[tuple[int, int, int]]:
+def prefix_plan(sequences: list[list[tuple[int, int]]], min_fraction: float = 0.0) -> list[tuple[int, int, int]]:
     """The order to run rollouts in and what each reuses: [(index, parent, shared)], parent -1 = none.
 
     `sequences` holds each rollout's (token, loss-mask) pairs: a shared prefix must agree on which
     tokens are the policy's too. In sorted order a rollout shares the most with the one just before
-    it, so that one is its parent and `shared` their common length; 0 means it runs whole."""
+    it, so that one is its parent and `shared` their common length; 0 means it runs whole, as it does
+    when it would share less than `min_fraction` of its length."""
     order = sorted(range(len(sequences)), key=lambda i: sequences[i])
     plan = []
     for position, index in enumerate(order):
@@ -41,7 +42,8 @@ def prefix_plan(sequences: list[list[tuple[int, int]]]) -> list[tuple[int, int, 
             continue
         parent = order[position - 1]
         shared = common_length(sequences[parent], sequences[index])
-        plan.append((index, parent, shared) if shared else (index, -1, 0))
+        enough = shared > 0 and shared >= min_fraction * len(sequences[index])
+        plan.append((index, parent, shared) if enough else (index, -1, 0))
     return plan
 
 
