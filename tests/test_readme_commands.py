@@ -120,6 +120,9 @@ COMMANDS = {
     "python scripts/bench_step.py --against 62bd954 --repeats 2 --steps 3 --threads 1 experiment=compare arm=…": (
         "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
                    "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "python scripts/bench_step.py --against 903ea75 --repeats 2 --steps 3 --threads 1 experiment=compare_long arm=…": (
+        "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
+                   "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "python scripts/bench_step.py --against 73f54b7 --repeats 2 --steps 3 --threads 1 experiment=compare_long arm=…": (
         "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
                    "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
