@@ -58,11 +58,16 @@ def test_shared_rows_sample_what_separate_rows_sample(setup, monkeypatch, lean, 
         assert fed_shared <= fed_apart - (group_size - 1) * prompts
 
 
-def test_rows_whose_tools_return_different_pages_part_and_keep_their_history(setup):
+def _greedy(setup):
+    """The policy, chat format, greedy TurnSampler arguments and QUESTION's prompt."""
     policy, tokenizer, chat, _ = setup
     kw = dict(temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id,
               stop=StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids))
-    prompt = chat.prompt_ids(QUESTION.text) + list(chat.assistant_header)
+    return policy, chat, kw, chat.prompt_ids(QUESTION.text) + list(chat.assistant_header)
+
+
+def test_rows_whose_tools_return_different_pages_part_and_keep_their_history(setup):
+    policy, chat, kw, prompt = _greedy(setup)
     shared = TurnSampler(policy, **kw)
     first = sample_all(shared, [prompt, prompt, prompt], 6)
     assert sum(m is not None for m in shared.slots) == 1  # one history so far
@@ -79,10 +84,7 @@ def test_rows_whose_tools_return_different_pages_part_and_keep_their_history(set
 
 
 def test_released_rows_leave_their_slot_to_the_rows_that_share_it(setup):
-    policy, tokenizer, chat, _ = setup
-    kw = dict(temperature=0.0, top_p=1.0, pad_id=tokenizer.pad_token_id,
-              stop=StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids))
-    prompt = chat.prompt_ids(QUESTION.text) + list(chat.assistant_header)
+    policy, chat, kw, prompt = _greedy(setup)
     sampler = TurnSampler(policy, **kw)
     first = sample_all(sampler, [prompt, prompt], 4)
     sampler.release(0)
