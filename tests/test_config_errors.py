@@ -64,6 +64,8 @@ BAD = {
     "checkpoint.last_every_n_steps=-1": r"checkpoint\.last_every_n_steps must be an integer >= 1, got -1",
     "train.micro_batch_size=0": r"train\.micro_batch_size must be an integer >= 1, got 0",
     "train.padding_free=maybe": r"train\.padding_free must be true, false or auto",
+    "train.share_prefixes=sometimes": r"train\.share_prefixes must be true or false",
+    "rollout.share_identical=3": r"rollout\.share_identical must be true or false",
     "rollout.threads=0": r"rollout\.threads must be null or an integer >= 1",
     "train.lr=-1": r"train\.lr must be null or a number > 0, got -1",
     "train.grad_clip=0": r"train\.grad_clip must be a number > 0, got 0",
