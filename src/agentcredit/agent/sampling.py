@@ -194,9 +194,10 @@ class TurnSampler:
         row = _Row(key, slot=len(self.slots))
         self.rows[key] = row
         self.next_turn(key, sequence, max_new)
-        same = self._added.get((tuple(sequence), max_new)) if self.share_identical else None
-        if same is None:
-            self._added[(tuple(sequence), max_new)] = row.slot
+        same = None
+        if self.share_identical:
+            same = self._added.setdefault((tuple(sequence), max_new), row.slot)
+        if same is None or same == row.slot:
             self.slots.append([row])
         else:
             row.slot = same

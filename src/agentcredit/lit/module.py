@@ -298,9 +298,8 @@ class AgentRLModule(L.LightningModule):
     def update_batches(self, trajectories: list[Trajectory]) -> list[tuple[list[int], list | None]]:
         """The update's batches as (indices into `trajectories`, prefix plan or None). With shared prefixes,
         each batch of prefix_families whose rollouts share at least MIN_SHARED_TOKENS of their tokens runs
-        with its plan (lit/shared_prefixes.py); the rest run whole in micro_batches. A forward on top of a
-        shared prefix attends through a mask, not the causal kernel's fast path, which costs more per token:
-        on the long testbed's TRACE steps, where 28% was shared, the update took 16% longer shared."""
+        with its plan (lit/shared_prefixes.py); the rest run whole in micro_batches (why: MIN_SHARED_TOKENS,
+        MIN_SHARED_FRACTION)."""
         if not self._shares_prefixes:
             return [(batch, None) for batch in self.micro_batches(trajectories)]
         batches, whole = [], []
