@@ -1,0 +1,88 @@
+"""Writing files so that a kill or a full disk never leaves a half-written one in place, and turning
+names read from files into paths only after a check."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Replace `path` with `data` all at once: a temp file in the same folder (so `os.replace` never
+    crosses a filesystem), fsync'd, then renamed. A kill or a full disk leaves the old file whole and no
+    temp file behind."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (a no-op where the OS cannot open folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def safe_name(name: object, what: str = "name") -> str:
+    """`name` if it can be one path component: a non-empty string with no separator, NUL, `.` or `..`
+    and not absolute. Raises ValueError with one line otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{what} must be a non-empty string, got {name!r:.80}")
+    if name in (".", "..") or "/" in name or "\\" in name or "\0" in name or os.path.isabs(name):
+        raise ValueError(f"{what} {name!r:.80} cannot be a file name (no separators, '.', '..' or absolute paths)")
+    if len(name.encode("utf-8", "surrogatepass")) > 200:
+        raise ValueError(f"{what} {name[:40]!r}... is longer than 200 bytes")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {name!r:.80} is not valid text") from None
+    return name
+
+
+def check_output_path(path: str | Path, *, kind: str = "file", fresh: bool = False) -> Path:
+    """Check an output path before any work starts. kind="file": not an existing folder, its folder
+    exists or can be made. kind="folder": not an existing file; with fresh=True it must be absent or
+    empty (so that stale files of an earlier export are never mixed in). Raises ValueError, one line."""
+    path = Path(path)
+    if kind == "file":
+        if path.is_dir():
+            raise ValueError(f"output {path} is a folder; give a file path")
+        parent = path.parent
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"output {path}: {parent} is a file, not a folder")
+        for above in parent.parents:
+            if above.exists() and not above.is_dir():
+                raise ValueError(f"output {path}: {above} is a file, not a folder")
+    elif kind == "folder":
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"output folder {path} is an existing file")
+        for above in path.parents:
+            if above.exists() and not above.is_dir():
+                raise ValueError(f"output folder {path}: {above} is a file, not a folder")
+        if fresh and path.is_dir() and any(path.iterdir()):
+            raise ValueError(f"output folder {path} is not empty; give a new or empty folder")
+    else:
+        raise ValueError(f"kind must be 'file' or 'folder', got {kind!r}")
+    return path
