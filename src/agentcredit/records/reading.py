@@ -134,7 +134,8 @@ def read_jsonl_records(path: str | Path, model: type[Model], *, warn=warn_left_o
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")
+                # a byte-order mark, which some editors put at the start of a file, is not part of a record
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 value = parse_json(text)
             except (UnicodeDecodeError, ValueError) as err:
                 cut = "" if raw.endswith(b"\n") else " (cut short: no line end)"
