@@ -284,6 +284,7 @@ def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None
         need_int(judge, "max_retries", p, low=0, required=False)
         if judge.get("max_completion_tokens") is not None:
             need_int(judge, "max_completion_tokens", p, low=1)
+        need_int(judge, "max_reply_bytes", p, low=1, required=False)
     if kind == "local":
         model_kind = (judge.get("model") or {}).get("kind")
         need(model_kind in LOCAL_MODEL_KINDS, "judge.model.kind", f"one of {list(LOCAL_MODEL_KINDS)}", model_kind)

@@ -9,7 +9,8 @@ AGENTCREDIT_JUDGE_BASE_URL, AGENTCREDIT_JUDGE_MODEL and AGENTCREDIT_JUDGE_API_KE
 is the OpenAI API itself, never $OPENAI_BASE_URL: the key goes only where the project was configured
 to send it, and the endpoint is logged when the judge is built. The tools go out as function tools;
 every request has ``timeout_s`` (capped by the step's judge budget, `judge/budget.py`) for its whole
-reply, however slowly it arrives (`judge/reply_deadline.py`), transient
+reply, however slowly it arrives, and at most ``max_reply_bytes`` of it (`judge/reply_deadline.py`); a
+redirect to another origin is refused; transient
 failures are retried ``max_retries`` times inside that budget, replies are capped at
 ``max_completion_tokens``, and any transport error or timeout becomes a ``JudgeError`` (the group
 keeps GRPO credit; training goes on).
@@ -23,7 +24,7 @@ import os
 from agentcredit.judge.agentic import AssistantTurn, ToolCallRequest
 from agentcredit.judge.base import JudgeError
 from agentcredit.judge.budget import capped_timeout
-from agentcredit.judge.reply_deadline import call_before, deadline_http_client
+from agentcredit.judge.reply_deadline import DEFAULT_MAX_REPLY_BYTES, call_before, deadline_http_client
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,14 @@ DEFAULT_MAX_COMPLETION_TOKENS = 512
 class OpenAIChatBackend:
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout_s: float = 60.0,
                  max_retries: int = 2, temperature: float | None = None,
-                 max_completion_tokens: int | None = DEFAULT_MAX_COMPLETION_TOKENS):
+                 max_completion_tokens: int | None = DEFAULT_MAX_COMPLETION_TOKENS,
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES):
         from openai import OpenAI
 
         if float(timeout_s) <= 0:
             raise ValueError(f"judge.timeout_s must be > 0, got {timeout_s}")
+        if not (isinstance(max_reply_bytes, int) and not isinstance(max_reply_bytes, bool) and max_reply_bytes >= 1):
+            raise ValueError(f"judge.max_reply_bytes must be an integer >= 1, got {max_reply_bytes!r}")
         self.model = model
         # Explicit, never None: the client would otherwise read OPENAI_BASE_URL and send the key there.
         self.base_url = base_url or OPENAI_API
@@ -55,9 +59,10 @@ class OpenAIChatBackend:
         self.max_retries = int(max_retries)
         self.temperature = temperature
         self.max_completion_tokens = max_completion_tokens
+        self.max_reply_bytes = max_reply_bytes
         # Retries happen in `complete`, inside the step's judge budget; the client's own would not count.
         self.client = OpenAI(base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0,
-                             http_client=deadline_http_client())
+                             http_client=deadline_http_client(max_reply_bytes))
 
     @classmethod
     def from_config(cls, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
