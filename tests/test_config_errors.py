@@ -84,6 +84,13 @@ BAD = {
     "logger=wandb logger.mode=sometimes": r"logger\.mode \(or WANDB_MODE\) must be one of",
     "ckpt_path=/nonexistent/last.ckpt": r"ckpt_path='/nonexistent/last\.ckpt' is not a file",
     "credit=trace credit.reference_path=/nonexistent/ref": r"credit\.reference_path '/nonexistent/ref' does not exist",
+    # issue 44, item 8: work no machine can hold, refused before it starts
+    "rollout.group_size=100000000": r"rollout\.group_size=100000000 x data\.prompts_per_step=2 needs up to [\d.]+ [TP]iB "
+                                    r"for its rollouts \(200000000 decoded together x 176 tokens",
+    "credit=prover credit.num_continuations=100000000": r"credit\.num_continuations=100000000 \(x 2 states\) needs up to",
+    "credit=prover judge=openai judge.model=m judge.base_url=http://x judge.max_reply_bytes=0":
+        r"judge\.max_reply_bytes must be an integer >= 1, got 0",
+    "train.skip_zero_advantage=maybe": r"train\.skip_zero_advantage must be true or false, got 'maybe'",
 }
 
 
@@ -130,7 +137,12 @@ VLLM_BAD = {
     "+rollout.vllm.extra.seed=3": r"rollout\.vllm\.extra\.seed is set by the engine itself",
     "+rollout.vllm.extra.max_num_seqs=3": r"rollout\.vllm\.extra\.max_num_seqs is set by the engine itself; set rollout\.vllm\.max_num_seqs",
     "+rollout.vllm.bogus=1": r"rollout\.vllm\.bogus is not a setting; known: multiprocess, ",
-    "rollout.vllm.kv_cache_gib=abc": r"rollout\.vllm\.kv_cache_gib must be null or a number > 0, got 'abc'",
+    "rollout.vllm.kv_cache_gib=abc": r"rollout\.vllm\.kv_cache_gib must be null or a finite number > 0, got 'abc'",
+    "rollout.vllm.kv_cache_gib=inf": r"rollout\.vllm\.kv_cache_gib must be null or a finite number > 0, got inf",
+    "rollout.vllm.kv_cache_gib=-1e308": r"rollout\.vllm\.kv_cache_gib must be null or a finite number > 0, got -1e\+308",
+    "rollout.vllm.kv_cache_gib=1e30": r"rollout\.vllm\.kv_cache_gib=1e\+30 \([\d.]+ PiB\) is more than the [\d.]+ [GMT]iB of "
+                                      r"(available RAM|free RAM|memory on CUDA device 0 .*); set rollout\.vllm\.kv_cache_gib "
+                                      r"to at most [\d.]+$",
     "rollout.vllm.enforce_eager=maybe": r"rollout\.vllm\.enforce_eager must be true or false, got 'maybe'",
 }
 

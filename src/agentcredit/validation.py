@@ -139,6 +139,7 @@ def validate_config(cfg: DictConfig) -> None:
         browser_kwargs(plain(cfg.env))
         rollout = RolloutConfig(**plain(cfg.rollout))
         check_engine(rollout.engine)
+        _check_rollout_memory(cfg, credit)
         if rollout.engine == "vllm":
             _check_kv_cache_fits(vllm_settings(rollout.vllm), plain(cfg.model), rollout.max_context_tokens)
         if "warmstart" in cfg:
@@ -156,6 +157,8 @@ def validate_config(cfg: DictConfig) -> None:
     _require(isinstance(free, bool) or free == "auto", f"train.padding_free must be true, false or auto, got {free!r}")
     share = train.get("share_prefixes", True)
     _require(isinstance(share, bool), f"train.share_prefixes must be true or false, got {share!r}")
+    skip = train.get("skip_zero_advantage", True)
+    _require(isinstance(skip, bool), f"train.skip_zero_advantage must be true or false, got {skip!r}")
     lr = train.get("lr")
     _require(lr is None or (isinstance(lr, (int, float)) and lr > 0), f"train.lr must be null or a number > 0, got {lr!r}")
 
@@ -192,11 +195,22 @@ def _check_engine_world(trainer: dict, rollout: dict) -> None:
                       "each process runs its own engine of tensor_parallel_size=1")
 
 
+def _check_rollout_memory(cfg: DictConfig, credit: dict) -> None:
+    """Rows decoded together (group size x prompts, continuations, a test batch) against the machine's memory."""
+    from agentcredit.memory_bounds import training_memory_problem
+
+    problem = training_memory_problem(plain(cfg.data), plain(cfg.rollout), plain(cfg.model), plain(cfg.trainer), credit)
+    _require(problem is None, problem or "")
+
+
 def _check_kv_cache_fits(settings, model: dict, max_context_tokens: int) -> None:
-    """rollout.vllm.kv_cache_gib against one full context of the policy, from its config (no weights)."""
-    from agentcredit.agent.engines.vllm_settings import block_size, kv_cache_problem
+    """rollout.vllm.kv_cache_gib against the machine's memory, then against one full context of the policy,
+    from its config (no weights)."""
+    from agentcredit.agent.engines.vllm_settings import block_size, kv_cache_machine_problem, kv_cache_problem
     from agentcredit.models.shape import attention_shape
 
+    machine = kv_cache_machine_problem(settings)
+    _require(machine is None, machine or "")
     shape = attention_shape(model)
     if shape is None:
         return  # not readable offline: vLLM checks the cache when the engine starts

@@ -49,6 +49,12 @@ def check_fidelity_settings(cfg: DictConfig) -> None:
         checks.need_int(settings, "samples", "", low=0)
     except checks.ValueProblem as err:
         raise ConfigError(str(err)) from None
+    # group_size=100000000 was accepted and grew without bound: rows decoded together against the machine
+    from agentcredit.memory_bounds import fidelity_memory_problem
+
+    problem = fidelity_memory_problem(settings, plain(cfg.model), plain(cfg.rollout), plain(cfg.trainer))
+    if problem:
+        raise ConfigError(problem)
     methods = cfg.get("methods")
     if isinstance(methods, str):
         raise ConfigError(f"methods must be a list such as methods=[grpo,trace], got {methods!r}")

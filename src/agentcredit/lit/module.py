@@ -85,6 +85,7 @@ class TrainSettings:
     micro_batch_size: int = 8  # sequences per forward/backward in the loss
     padding_free: bool | str = "auto"  # micro-batches of equal-length sequences only; auto: on one thread (see micro_batches)
     share_prefixes: bool = True  # each question's shared prefixes run once in the update (one process; prefix_families)
+    skip_zero_advantage: bool = True  # rollouts without credit skip the update's forward (_rollouts_to_train)
     lr: float = 1e-6
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
@@ -341,8 +342,10 @@ class AgentRLModule(L.LightningModule):
     def _rollouts_to_train(self, advantages: list[torch.Tensor]) -> list[int]:
         """The rollouts the update runs: all but those whose advantages are all 0 when the loss has no
         KL term (they add exactly 0 to the gradient: losses.rollouts_with_gradient). With several
-        processes every one: each backward syncs gradients, so ranks must run as many micro-batches."""
-        if self._world_size > 1:
+        processes every one: each backward syncs gradients, so ranks must run as many micro-batches. With
+        train.skip_zero_advantage=false every one too: a check of step time and of the sampler's logprob gap
+        on an untrained policy (all rewards 0, scripts/gpu_check.sh) would otherwise run no update at all."""
+        if self._world_size > 1 or not self.settings.skip_zero_advantage:
             return list(range(len(advantages)))
         return rollouts_with_gradient(advantages, float(self.credit.loss.get("kl_coef") or 0.0))
 

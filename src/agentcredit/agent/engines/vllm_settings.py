@@ -96,8 +96,9 @@ def settings_problem(s: VLLMSettings) -> str | None:
     for key in ("multiprocess", "enforce_eager", "enable_prefix_caching"):
         if not isinstance(getattr(s, key), bool):
             return f"{key} must be true or false, got {getattr(s, key)!r}"
-    if s.kv_cache_gib is not None and not (_number(s.kv_cache_gib) and s.kv_cache_gib > 0):
-        return f"kv_cache_gib must be null or a number > 0, got {s.kv_cache_gib!r}"
+    if s.kv_cache_gib is not None and not (_number(s.kv_cache_gib) and math.isfinite(s.kv_cache_gib)
+                                           and s.kv_cache_gib > 0):
+        return f"kv_cache_gib must be null or a finite number > 0, got {s.kv_cache_gib!r}"
     if not (_number(s.gpu_memory_utilization) and 0 < s.gpu_memory_utilization <= 1):
         return f"gpu_memory_utilization must be a number in (0, 1], got {s.gpu_memory_utilization!r}"
     if s.sleep_level not in (0, 1, 2) or isinstance(s.sleep_level, bool):
@@ -171,6 +172,22 @@ def block_size(s: VLLMSettings) -> int:
     import torch
 
     return CUDA_BLOCK_SIZE if torch.cuda.is_available() else CPU_BLOCK_SIZE
+
+
+def kv_cache_machine_problem(s: VLLMSettings) -> str | None:
+    """Whether the machine has `kv_cache_gib` at all: vLLM allocates the whole cache when the engine starts,
+    after the policy has loaded (kv_cache_gib=1e30 failed there with a 105-line traceback). On CUDA the cache
+    goes on the device, so its memory is the limit; on CPU it is the RAM available now."""
+    from agentcredit.memory_bounds import available_memory, device_memory, gib
+
+    if s.kv_cache_gib is None:
+        return None
+    limit = device_memory() or available_memory()
+    want = s.kv_cache_gib * 2**30
+    if limit is None or want <= limit[0]:
+        return None
+    return (f"rollout.vllm.kv_cache_gib={s.kv_cache_gib:g} ({gib(want)}) is more than the {gib(limit[0])} of "
+            f"{limit[1]}; set rollout.vllm.kv_cache_gib to at most {math.floor(limit[0] / 2**30 * 100) / 100:g}")
 
 
 def kv_cache_problem(s: VLLMSettings, *, layers: int, kv_heads: int, head_dim: int, model_dtype: str,
