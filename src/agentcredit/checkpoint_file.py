@@ -11,19 +11,27 @@ Each failure is a `CheckpointError` whose message is one line naming the file:
 - non-finite values (a run that wrote NaN before this check existed, or a hand-made checkpoint).
 A checkpoint written before digests existed loads with one warning line.
 
-Why inside rather than beside the file: Lightning renames the finished file into place, so a digest
-inside it is always the digest of that file; a second file could be left stale by a kill between the
-two writes, and would then reject a good checkpoint.
+Why inside rather than beside the file: the finished file is renamed into place, so a digest inside it is
+always the digest of that file; a second file could be left stale by a kill between the two writes, and
+would then reject a good checkpoint.
+
+`write_checkpoint` writes every checkpoint to a temporary file in the checkpoint's own folder, fsync'd and
+renamed over the old one. Lightning's own save writes to the system temp folder and moves the file into
+place, which on another filesystem than the run folder (the usual cluster case) is a copy over the old
+file: a kill during it truncated the previous good last.ckpt, and left the temporary file behind.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from agentcredit.records import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +136,19 @@ def resume_problem(expected: dict[str, torch.Tensor], checkpoint: dict, strict: 
     if problem is None and not isinstance(checkpoint.get("optimizer_states"), list):
         problem = "it holds weights only (no optimizer_states), so training cannot resume from it"
     return problem
+
+
+def write_checkpoint(checkpoint: dict, path: str | Path) -> Path:
+    """`torch.save` of `checkpoint` that replaces `path` all at once (see the module docstring): a kill or a
+    full disk leaves the previous file whole and nothing in the system temp folder. The bytes are built in
+    memory first, as Lightning's own save does, so that torch's writer never meets a failing file (it would
+    turn the OSError of a full disk into a RuntimeError)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    with buffer.getbuffer() as data:
+        return atomic_write_bytes(path, data)
 
 
 def read_checkpoint(path: str | Path, weights_only: bool | None = None) -> dict:

@@ -8,8 +8,9 @@
 
 `run_job` is what the command does: a config error is one line (`config error: ...`), and so is a
 problem in your own data files (`data error: ...`), with exit status 2; a damaged checkpoint
-(`checkpoint error: ...`) and a non-finite loss or gradient (`training stopped: ...`) are one line
-with exit status 1; under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
+(`checkpoint error: ...`), a non-finite loss or gradient (`training stopped: ...`) and a full disk or quota
+(`disk full: ...`, naming the last good checkpoint, which stays whole) are one line with exit status 1;
+under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
 goes on. With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
 from its last.ckpt (`lit/run_folder.py`); without it, a folder that already holds a run is a config error. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
@@ -28,7 +29,7 @@ import torch
 from omegaconf import DictConfig
 
 from agentcredit.configs import ConfigError, plain, run_dir_path
-from agentcredit.lit.run_folder import FINISHED_MARK, start_plan
+from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
 from agentcredit.validation import prepare_config
 from agentcredit.world.user import UserDataError
 
@@ -176,11 +177,11 @@ def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps
         "n_test": int(test_metrics.get("test/n", cfg.data.n_test)),
         **{k: float(v) for k, v in test_metrics.items() if k.startswith("test/") and k != "test/n"},
     }
+    from agentcredit.records import atomic_write_text
+
     run_dir.mkdir(parents=True, exist_ok=True)
     # Renamed into place: a half-written file would mark an unfinished run as finished for resume=true.
-    tmp = run_dir / f"{FINISHED_MARK}.tmp"
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    os.replace(tmp, run_dir / FINISHED_MARK)
+    atomic_write_text(run_dir / FINISHED_MARK, json.dumps(summary, indent=1) + "\n")
     return summary
 
 
@@ -194,10 +195,17 @@ def in_multirun() -> bool:
         return False
 
 
-def record_failure(out: Path, err: BaseException) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
+def record_failure(out: Path, err: BaseException) -> Path | str:
+    """The traceback of a sweep job's failure in its folder's error.txt; where that cannot be written (the
+    failure may be a full disk) the sweep still goes on, and the log line says why."""
+    from agentcredit.records import atomic_write_text
+
     path = out / "error.txt"
-    path.write_text("".join(traceback.format_exception(err)))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "".join(traceback.format_exception(err)))
+    except OSError as write_err:
+        return f"none: {path} could not be written ({write_err.strerror or write_err})"
     return path
 
 
@@ -205,7 +213,8 @@ def one_line_kind(err: BaseException) -> str | None:
     """The prefix of errors a user can act on from one line (no traceback), None for the rest."""
     from agentcredit.checkpoint_file import CheckpointError
 
-    kinds = [(ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error")]
+    kinds = [(ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error"),
+             (DiskFull, "disk full")]
     lit_module = sys.modules.get("agentcredit.lit.module")  # not imported yet: no step ran, none stopped (and a
     if lit_module is not None:                              # config error need not wait for its imports)
         kinds.append((lit_module.NonFiniteTraining, "training stopped"))
@@ -230,6 +239,7 @@ def run_job(cfg: DictConfig) -> float:
                               "Lightning re-runs the command for each worker; run the jobs one at a time")
         return run(cfg)
     except Exception as err:
+        err = as_disk_full(err, Path(run_dir_path(cfg)).resolve())  # one line naming the last good checkpoint
         if not multirun:
             exit_on_one_line_error(err)
             raise

@@ -23,6 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
 from agentcredit.lit.run_folder import keep_logs_of
+from agentcredit.records import atomic_write_text
 from agentcredit.secret_keys import redact_secrets
 
 
@@ -68,6 +69,21 @@ class ContinueRunFolder(Callback):
             self._keep_before(0)
 
 
+class TestRowAtLastStep(Callback):
+    """The held-out test's row as an uninterrupted run logs it, also in a run resumed from a checkpoint of its
+    last step (a kill during the final test), which trains no batch. Lightning numbers rows by a count of
+    batches that it restores one short (it is raised just after a batch's checkpoint is written) and
+    corrects only when training goes on, so that test row was logged a step early (3 of 4); and the epoch
+    that an uninterrupted run completes when training stops was never completed. Every training step makes
+    one optimiser step, so global_step is the count."""
+
+    def on_test_start(self, trainer, pl_module) -> None:
+        loop = trainer.fit_loop
+        if loop.epoch_loop._batches_that_stepped < trainer.global_step:  # restored here, no batch trained since
+            loop.epoch_loop._batches_that_stepped = int(trainer.global_step)
+            loop.epoch_progress.increment_completed()
+
+
 class RNGStates(Callback):
     """Global Python, NumPy and torch RNG states travel with the checkpoint.
 
@@ -100,7 +116,7 @@ def build_callbacks(cfg, out: Path) -> list:
     if rank_zero_only.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         resolved = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
-        OmegaConf.save(OmegaConf.create(resolved), out / "resolved_config.yaml")
+        atomic_write_text(out / "resolved_config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
     if cfg.get("ckpt_path") is not None:  # continuing a run folder: its checkpoints are expected there
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     checkpoint = cfg.get("checkpoint", {})
@@ -115,4 +131,5 @@ def build_callbacks(cfg, out: Path) -> list:
                        enable_version_counter=False),
         RNGStates(),
         ContinueRunFolder(out, resuming=cfg.get("ckpt_path") is not None),
+        TestRowAtLastStep(),
     ]

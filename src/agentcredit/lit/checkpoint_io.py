@@ -1,5 +1,5 @@
 """Lightning's checkpoint IO with the integrity digest of `agentcredit.checkpoint_file`: written on
-save, checked on load.
+save, checked on load; the file is replaced atomically in its own folder (`write_checkpoint`).
 
     trainer = L.Trainer(..., plugins=[VerifiedCheckpointIO()])    # compose.build_trainer does this
 """
@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from agentcredit.checkpoint_file import INTEGRITY_KEY, VERSION, checkpoint_digest, read_checkpoint
+from agentcredit.checkpoint_file import INTEGRITY_KEY, VERSION, checkpoint_digest, read_checkpoint, write_checkpoint
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
@@ -18,7 +18,9 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         checkpoint[INTEGRITY_KEY] = {"sha256": checkpoint_digest(checkpoint), "version": VERSION}
-        super().save_checkpoint(checkpoint, path, storage_options)
+        if storage_options is not None or "://" in str(path):  # remote storage: fsspec's own transaction
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        write_checkpoint(checkpoint, path)
 
     def load_checkpoint(self, path, map_location=None, weights_only: bool | None = None) -> dict[str, Any]:
         # map_location: states load on the CPU; Lightning and the optimiser move them to their devices.

@@ -15,19 +15,23 @@ Logs continue where the checkpoint left them (`keep_logs_of`): rows of `metrics.
 `credit_samples.jsonl` of later steps were written after it, by steps the resumed run does again, so
 they are dropped before it appends its own, and so is a test_summary.json (of a finished run trained
 further from its checkpoint), which the run writes again at its end. A resumed run's files then hold
-what an uninterrupted run's hold. Every rewrite goes to a temporary file renamed into place: a kill during it
-leaves the old file.
+what an uninterrupted run's hold. Every rewrite goes to a temporary file in the same folder, fsync'd and
+renamed into place (`records.atomic_write_text`): a kill or a full disk during it leaves the old file. What
+such a kill leaves behind (`.<name>.<random>.tmp` beside the file) is removed when the run continues.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
-import os
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentcredit.configs import ConfigError
+from agentcredit.records import atomic_write_text
 
 FINISHED_MARK = "test_summary.json"  # written by train.write_test_summary after the held-out test
 METRICS_FILE = "metrics.csv"
@@ -74,28 +78,52 @@ def start_plan(run_dir: Path, resume: object, ckpt_path: str | None, finished_ma
 
 
 def _replace(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
+
+
+def csv_text(header: list[str], rows: list[dict], header_line: bool = True) -> str:
+    """`rows` as CSV text under `header` (the header line itself too, with `header_line`), in the csv
+    module's dialect, the one metrics.csv is appended in."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header)
+    if header_line:
+        writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def whole_rows(path: Path) -> tuple[list[str], list[dict], int]:
+    """metrics.csv's header, its complete rows, and how many rows were left out. A row with fewer or more
+    fields than the header, or a last line without its line end, is a line cut short by a kill or a full disk
+    during an append (its step or last value may be cut too), so it is left out."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = [line for line in csv.reader(io.StringIO(text, newline="")) if line]
+    header = lines[0] if lines else []
+    whole = lines[1:] if text.endswith("\n") else lines[1:-1]
+    rows = [dict(zip(header, line)) for line in whole if len(line) == len(header)]
+    return header, rows, max(len(lines) - 1, 0) - len(rows)
+
+
+def _step(row: dict) -> float | None:
+    """A row's step, None when it holds no finite number."""
+    try:
+        value = float(row.get("step", ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def drop_metrics_from_step(path: Path, step: int) -> int:
-    """Remove the rows of metrics.csv whose `step` is `step` or later; returns how many were removed."""
+    """Remove the rows of metrics.csv whose `step` is `step` or later (and rows cut short); returns how many
+    were removed."""
     if not path.is_file():
         return 0
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        header, rows = reader.fieldnames or [], list(reader)
-    keep = [r for r in rows if r.get("step") not in (None, "") and int(float(r["step"])) < step]
-    if len(keep) == len(rows):
+    header, rows, cut = whole_rows(path)
+    keep = [r for r in rows if (s := _step(r)) is not None and int(s) < step]
+    if len(keep) == len(rows) and not cut:
         return 0
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header)
-        writer.writeheader()
-        writer.writerows(keep)
-    os.replace(tmp, path)
-    return len(rows) - len(keep)
+    _replace(path, csv_text(header, keep))
+    return len(rows) + cut - len(keep)
 
 
 def drop_samples_after_step(path: Path, step: int) -> int:
@@ -123,6 +151,7 @@ def keep_logs_of(run_dir: Path, global_step: int) -> int:
     """Drop what `run_dir`'s logs hold of steps after a checkpoint at `global_step` (see the module
     docstring); returns the lines dropped. metrics.csv numbers a row by the training step that logged it
     (0 for the first), so the checkpoint's rows are those before `global_step`."""
+    remove_stale_temp_files(run_dir)
     dropped = (drop_metrics_from_step(run_dir / METRICS_FILE, global_step)
                + drop_samples_after_step(run_dir / SAMPLES_FILE, global_step))
     summary = run_dir / FINISHED_MARK
@@ -130,3 +159,58 @@ def keep_logs_of(run_dir: Path, global_step: int) -> int:
         summary.unlink()
         dropped += 1
     return dropped
+
+
+def remove_stale_temp_files(run_dir: Path) -> list[Path]:
+    """Remove the temporary files that a kill during an atomic write left in the run folder and its checkpoints
+    folder (`.<name>.<random>.tmp`, see `records.atomic_write_bytes`); returns them. Called before a run writes
+    anything (the folder's lock is held), so no live writer owns them."""
+    found = [p for folder in (run_dir, run_dir / "checkpoints") for p in folder.glob(".*.tmp") if p.is_file()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left; disk quota exceeded (the usual limit on a cluster)
+
+
+class DiskFull(Exception):
+    """A write into the run folder failed for want of space; the message is one line naming the last good
+    checkpoint (whole: checkpoints and rewrites are atomic, so the failed write replaced nothing)."""
+
+
+def disk_full_cause(err: BaseException) -> OSError | None:
+    """The OSError for a full disk or quota in `err` or what it was raised from or during (Lightning's clean-up
+    after a failed save may fail the same way and raise its own error first), None if there is none."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in DISK_FULL:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def as_disk_full(err: BaseException, run_dir: Path) -> BaseException:
+    """`err` as a one-line DiskFull naming the last good checkpoint of `run_dir` when a full disk or quota
+    caused it; any other error unchanged."""
+    cause = disk_full_cause(err)
+    if cause is None or isinstance(err, DiskFull):
+        return err
+    where = f" writing {cause.filename}" if cause.filename else ""
+    last = last_good_checkpoint(run_dir)
+    kept = (f"the last good checkpoint is {last}; free space, then continue with resume=true" if last else
+            "no checkpoint was written yet; free space, then start again")
+    full = DiskFull(f"{cause.strerror or 'no space left on the device'}{where} in {run_dir}: {kept}")
+    full.__cause__ = err  # the whole story for a sweep job's error.txt
+    return full
+
+
+def last_good_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint a resume would continue from (`resume_checkpoint`), else the newest of the folder's
+    checkpoints. Whole, whatever failed: every checkpoint is renamed into place only once written."""
+    folder = run_dir / "checkpoints"
+    if not folder.is_dir():
+        return None
+    found = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    return resume_checkpoint(run_dir) or (found[-1] if found else None)
