@@ -184,13 +184,18 @@ def build_module(cfg: DictConfig, components):
 FSDP_SETTINGS = ("param_dtype", "reduce_dtype", "cpu_offload", "activation_checkpointing", "reshard_after_forward")
 
 
-def build_strategy(strategy, policy: torch.nn.Module | None = None):
-    """`trainer.strategy` as Lightning takes it: a name passes through; a mapping with `name: fsdp`
+def build_strategy(strategy, policy: torch.nn.Module | None = None, timeout=None):
+    """`trainer.strategy` as Lightning takes it: a name passes through (a DDP name with `timeout`, a
+    timedelta, becomes its strategy object with that collective timeout); a mapping with `name: fsdp`
     (conf/trainer/fsdp.yaml) becomes FSDP2 (lit/fsdp2.FSDP2Strategy: fully_shard per decoder layer and
     the root, applied by the module's configure_model). config_checks has vetted the keys; `policy`, when
     given, is checked for decoder layers here, in the launching process, before any worker starts."""
     if not isinstance(strategy, dict):
-        return strategy
+        if timeout is None or not isinstance(strategy, str):
+            return strategy
+        from agentcredit.lit.rank_agreement import with_collective_timeout
+
+        return with_collective_timeout(strategy, timeout)
     settings = dict(strategy)
     name = settings.pop("name", None)
     unknown = sorted(set(settings) - set(FSDP_SETTINGS))
@@ -202,7 +207,7 @@ def build_strategy(strategy, policy: torch.nn.Module | None = None):
     if policy is not None and not decoder_layers(policy):
         raise ConfigError(f"trainer=fsdp shards one unit per decoder layer, and {type(policy).__name__} has no "
                           "*DecoderLayer modules; use trainer=ddp")
-    return FSDP2Strategy(**settings)
+    return FSDP2Strategy(**settings, **({"timeout": timeout} if timeout is not None else {}))
 
 
 def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
@@ -212,8 +217,13 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
     from agentcredit.lit.loggers import build_logger
 
     out = run_dir_path(cfg)
+    from agentcredit.lit.rank_agreement import SameConfigOnEveryRank, collective_timeout
+
     trainer_cfg = plain(cfg.trainer)
-    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy)
+    # Bounded waits: a process the others wait for (stopped, or started with other settings) ends the run with an error.
+    timeout = collective_timeout(trainer_cfg)
+    trainer_cfg.pop("collective_timeout_s", None)
+    trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy, timeout)
     from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
 
     return L.Trainer(
@@ -222,5 +232,5 @@ def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
         max_epochs=-1,
         default_root_dir=str(out),
         logger=build_logger(cfg, out),
-        callbacks=build_callbacks(cfg, out),
+        callbacks=[*build_callbacks(cfg, out), SameConfigOnEveryRank(cfg)],  # nodes started alike, or none trains
     )

@@ -189,6 +189,7 @@ def check_trainer(trainer: Mapping) -> None:
     need_int(trainer, "num_sanity_val_steps", p, low=0, also=(-1,), required=False)
     need_int(trainer, "log_every_n_steps", p, low=1, required=False)
     need_bool(trainer, "enable_progress_bar", p)
+    need_int(trainer, "collective_timeout_s", p, low=1, required=False)  # lit/rank_agreement.py
     strategy = trainer.get("strategy", "auto")
     if isinstance(strategy, Mapping):
         check_fsdp(strategy, trainer)

@@ -11,7 +11,7 @@ problem in your own data files (`data error: ...`), with exit status 2; a damage
 (`checkpoint error: ...`), a non-finite loss or gradient (`training stopped: ...`) and a full disk or quota
 (`disk full: ...`, naming the last good checkpoint, which stays whole) are one line with exit status 1;
 under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
-goes on. With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
+goes on. A folder another run is writing to is refused in one line (its lock, `lit/run_lock.py`); a SIGTERM saves, prints the step reached and the command that continues, and exits 143 (`preemption.py`). With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
 from its last.ckpt (`lit/run_folder.py`); without it, a folder that already holds a run is a config error. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
@@ -30,6 +30,9 @@ from omegaconf import DictConfig
 
 from agentcredit.configs import ConfigError, plain, run_dir_path
 from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
+from agentcredit.lit.run_lock import FolderInUse, hold_run_folder, launching_rank
+from agentcredit import preemption
+from agentcredit.preemption import Preempted, is_sigterm_stop, stopped_at
 from agentcredit.validation import prepare_config
 from agentcredit.world.user import UserDataError
 
@@ -101,6 +104,12 @@ def run(cfg: DictConfig) -> float:
     load_env_file()
     cfg = prepare_config(cfg)  # before any model is loaded or imported: a bad value costs nothing
     run_dir = Path(run_dir_path(cfg)).resolve()
+    with hold_run_folder(run_dir):  # one writer per folder, before start_plan reads it (lit/run_lock.py)
+        return train_in(cfg, run_dir)
+
+
+def train_in(cfg: DictConfig, run_dir: Path) -> float:
+    """`run` in a folder this process holds; a SIGTERM ends it with `Preempted` (agentcredit/preemption.py)."""
     # The held-out test after training; its test_summary.json is what marks a run finished.
     final_test = bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0
     plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"), finished_mark=final_test)
@@ -117,6 +126,7 @@ def run(cfg: DictConfig) -> float:
         torch.set_num_threads(int(cfg.threads))
     failed = True
     test_metrics: dict = {}
+    trainer, stage = None, "training"
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         components = build_components(cfg)  # world, environment, reward, policy (after its warm start)
@@ -128,8 +138,13 @@ def run(cfg: DictConfig) -> float:
         if math.isnan(accuracy):  # a resumed run whose last validation ran before the interruption
             accuracy = (metric_by_step(run_dir / "metrics.csv", "val/accuracy") or [math.nan])[-1]
         if final_test:
+            stage = "the held-out test"
             test_metrics = (trainer.test(module, datamodule=datamodule, verbose=False) or [{}])[0]
         failed = False
+    except BaseException as err:
+        if is_sigterm_stop(err) and trainer is not None:  # Lightning's loop stopped after a whole batch
+            raise stopped_at(trainer, stage) from None
+        raise
     finally:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
     if trainer.is_global_zero:
@@ -233,16 +248,48 @@ def exit_on_one_line_error(err: BaseException) -> None:
 def run_job(cfg: DictConfig) -> float:
     """One Hydra job: `run`, with the command-line error handling described in the module docstring."""
     multirun = in_multirun()
+    if multirun and preemption.PROGRESS.received:  # a SIGTERM stopped the sweep: later jobs do not start
+        preemption.PROGRESS.not_run.append(run_dir_path(cfg))
+        return math.nan
+    previous = None if multirun else preemption.install_sigterm_handler()  # under -m: SweepSummary's, for the sweep
+    preemption.PROGRESS.in_job = True
     try:
         if multirun and spawns_processes(plain(cfg.trainer)):
             raise ConfigError("a multi-process trainer (ddp/fsdp on several devices) cannot run under -m, because "
                               "Lightning re-runs the command for each worker; run the jobs one at a time")
-        return run(cfg)
+        accuracy = run(cfg)
+        preemption.PROGRESS.finished.append(run_dir_path(cfg))
+        return accuracy
+    except Preempted as err:
+        return stop_on_sigterm(err, run_dir_path(cfg), multirun)
     except Exception as err:
         err = as_disk_full(err, Path(run_dir_path(cfg)).resolve())  # one line naming the last good checkpoint
         if not multirun:
             exit_on_one_line_error(err)
             raise
+        if isinstance(err, FolderInUse):  # the folder is another run's: nothing of this job is written into it
+            preemption.PROGRESS.refused.append(str(err))
+            log.error(f"job not run, the sweep goes on: {err}")
+            return math.nan
         path = record_failure(run_dir_path(cfg), err)
         log.error(f"job failed, the sweep goes on: {type(err).__name__}: {err} (traceback in {path})")
         return math.nan
+    finally:
+        preemption.PROGRESS.in_job = False
+        preemption.restore_handler(previous)
+
+
+def stop_on_sigterm(err: Preempted, run_dir: Path, multirun: bool) -> float:
+    """The closing line of a job a SIGTERM stopped; exit 143, or under -m nan (later jobs are skipped and
+    sweep.SweepSummary ends the sweep with the command that continues it)."""
+    run_dir = Path(run_dir).resolve()
+    preemption.PROGRESS.received = True
+    if multirun:
+        where = f"at step {err.step}" if err.step is not None else f"during {err.stage}"
+        preemption.PROGRESS.interrupted.append(f"{run_dir} ({where})")
+        print(preemption.closing_line(err, run_dir, None), flush=True)
+        return math.nan
+    if launching_rank() == 0:  # the other processes of a ddp/fsdp run stop with it, silently
+        print(preemption.closing_line(err, run_dir, preemption.resume_command(sys.argv, "hydra.run.dir", run_dir)),
+              flush=True)
+    raise SystemExit(preemption.SIGTERM_STATUS)

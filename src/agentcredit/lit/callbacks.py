@@ -31,11 +31,19 @@ class LastCheckpoint(ModelCheckpoint):
     """Only `last.ckpt`, on its own schedule (a subclass, so Lightning keeps its state apart from the periodic one).
 
     After a step that a validation follows, it is written at the end of that validation: a resumed run does
-    not repeat a validation begun after the checkpoint it restores, so a kill during it would lose its row."""
+    not repeat a validation begun after the checkpoint it restores, so a kill during it would lose its row.
+
+    After a SIGTERM (one process), the batch that ends is the last this run makes (Lightning's loop stops
+    after it): last.ckpt is written now, whatever its schedule, so a resume continues from this step
+    (agentcredit/preemption.py)."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if validation_follows(trainer):
             self._defer_save_until_validation = True  # ModelCheckpoint.on_validation_end saves it
+            return
+        # Several processes each note the signal at their own time, and a save is a collective: they keep the schedule.
+        if trainer.received_sigterm and trainer.world_size == 1 and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
             return
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 

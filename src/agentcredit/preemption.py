@@ -1,0 +1,113 @@
+"""SIGTERM, what a scheduler sends before it takes a machine back: save, say where, exit 143.
+
+    [agentcredit] stopped by SIGTERM at step 3 (checkpoints/last.ckpt holds step 3); resume: python train.py ... resume=true
+
+During training Lightning's own handler notes the signal and its loop stops after the batch in progress;
+`lit.callbacks.LastCheckpoint` writes last.ckpt at that batch's end whatever its schedule, through the
+normal checkpoint path, so `resume=true` continues from the step reached. Outside Lightning's loops
+(loading the model, composing the next job of a sweep) the handler below stops the job at once
+(`Preempted`): nothing was trained since the last checkpoint. The process exits with 143 (128 + SIGTERM,
+what a shell reports for a process the signal ended), so a scheduler or script sees that the run did not finish.
+
+Under `-m` the jobs run one after another in this process: the interrupted job prints its line, every
+later job is skipped without touching its folder, and the sweep ends with a summary (`sweep.SweepSummary`)
+of the jobs that finished, the one interrupted and those that did not run, with the command that continues
+the sweep, and status 143. A job's folder already finished is skipped by that command (`resume=true`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SIGTERM_STATUS = 128 + signal.SIGTERM  # 143
+
+# Arguments the resume command replaces: it names the folder itself and continues its own last.ckpt.
+REPLACED = ("hydra.run.dir=", "hydra.sweep.dir=", "resume=", "ckpt_path=")
+
+
+class Preempted(BaseException):
+    """A SIGTERM stopped the job. A BaseException, like KeyboardInterrupt: no `except Exception` that turns
+    a job's error into a failed job (train.run_job) may take it for one and let the sweep go on."""
+
+    def __init__(self, step: int | None = None, saved: int | None = None, stage: str = "training") -> None:
+        super().__init__(f"SIGTERM during {stage}")
+        self.step = step  # the global step reached (None: before training started)
+        self.saved = saved  # the step last.ckpt holds, as far as this process wrote it (None: not written by it)
+        self.stage = stage
+
+
+@dataclass
+class SweepProgress:
+    """What this process did since the signal handler was installed: the jobs' fates for the sweep's summary."""
+
+    received: bool = False  # a SIGTERM arrived
+    in_job: bool = False  # inside train.run_job (a signal there stops the job at once, outside Lightning's loop)
+    finished: list[Path] = field(default_factory=list)
+    interrupted: list[str] = field(default_factory=list)  # "<folder> at step N"
+    not_run: list[Path] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # jobs whose folder another run held (lit.run_lock)
+
+
+PROGRESS = SweepProgress()
+
+
+def _on_sigterm(signum, frame) -> None:
+    PROGRESS.received = True
+    # Called directly (not through Lightning's composed handler): no training loop will stop at a safe point.
+    if PROGRESS.in_job and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        raise Preempted(stage="setup (before training started)")
+
+
+def install_sigterm_handler():
+    """Start a fresh record and handle SIGTERM here; returns the handler it replaces, for `restore_handler`.
+    Lightning composes its own handler with this one during fit and test (it keeps existing handlers)."""
+    global PROGRESS
+    PROGRESS = SweepProgress()
+    if threading.current_thread() is not threading.main_thread():  # signal.signal works in the main thread only
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    return previous
+
+
+def restore_handler(previous) -> None:
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+
+
+def resume_command(argv: list[str], folder_key: str, folder: Path) -> str:
+    """The command line that continues `folder`: the same arguments, the folder named, resume=true."""
+    args = [a for a in argv[1:] if not a.lstrip("+~").startswith(REPLACED)]
+    return shlex.join(["python", argv[0] if argv else "train.py", *args, f"{folder_key}={folder}", "resume=true"])
+
+
+def closing_line(err: Preempted, run_dir: Path, command: str | None) -> str:
+    """The one line a SIGTERM ends a run with: the step reached, what last.ckpt holds, how to continue."""
+    where = f"at step {err.step}" if err.step is not None else f"during {err.stage}"
+    if err.saved is not None:
+        saved = f"{run_dir / 'checkpoints' / 'last.ckpt'} holds step {err.saved}"
+    else:
+        saved = "no checkpoint written since it started: a resume starts where this run started"
+    return f"[agentcredit] stopped by SIGTERM {where} ({saved})" + (f"; resume: {command}" if command else "")
+
+
+def stopped_at(trainer, stage: str) -> Preempted:
+    """`Preempted` with the step `trainer` reached and the one its last.ckpt callback wrote last."""
+    from agentcredit.lit.callbacks import LastCheckpoint
+
+    last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+    saved = last._last_global_step_saved if last is not None and last._last_checkpoint_saved else None
+    return Preempted(step=int(trainer.global_step), saved=saved, stage=stage)
+
+
+def is_sigterm_stop(err: BaseException) -> bool:
+    """Whether `err` is Lightning's SIGTERMException (its loops stop with it) or this module's Preempted."""
+    if isinstance(err, Preempted):
+        return True
+    lightning = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return lightning is not None and isinstance(err, lightning.SIGTERMException)
