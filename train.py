@@ -5,10 +5,13 @@ from omegaconf import DictConfig
 
 import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
 from agentcredit.configs import register_config_nodes
-from agentcredit.secret_keys import refuse_secret_overrides
+from agentcredit.secret_check import refuse_secrets
 
 
-@hydra.main(version_base="1.3", config_path="src/agentcredit/conf", config_name="config")
+CONFIG_PATH, CONFIG_NAME = "src/agentcredit/conf", "config"
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
 def main(cfg: DictConfig) -> float:
     from agentcredit.train import run_job
 
@@ -16,6 +19,6 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    refuse_secret_overrides()  # before Hydra writes the command line anywhere
     register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
+    refuse_secrets(__file__, CONFIG_PATH, CONFIG_NAME)  # command line and every composed config, before Hydra writes anything
     main()

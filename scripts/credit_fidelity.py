@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
 from agentcredit.configs import register_config_nodes
 from agentcredit.paths import config_dir
-from agentcredit.secret_keys import refuse_secret_overrides
+from agentcredit.secret_check import refuse_secrets
 
 
 def short_line(summary: dict) -> dict:
@@ -89,6 +89,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    refuse_secret_overrides()  # before Hydra writes the command line anywhere
     register_config_nodes()
+    refuse_secrets(__file__, str(config_dir()), "fidelity")  # command line and composed configs, before Hydra writes anything
     main()

@@ -27,7 +27,7 @@ from omegaconf import DictConfig
 import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
 from agentcredit.configs import register_config_nodes
 from agentcredit.paths import config_dir
-from agentcredit.secret_keys import refuse_secret_overrides
+from agentcredit.secret_check import refuse_secrets
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="eval")
@@ -54,6 +54,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    refuse_secret_overrides()  # before Hydra writes the command line anywhere
     register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, as train.py
+    refuse_secrets(__file__, str(config_dir()), "eval")  # command line and composed configs, before Hydra writes anything
     main()

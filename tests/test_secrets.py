@@ -14,7 +14,7 @@ import pytest
 from agentcredit.secret_keys import is_secret_key, secret_keys_in_override, secret_override_problem
 from agentcredit.validation import ConfigError, prepare_config
 from test_openai_judge import ScriptedServer, answer
-from tiny_runs import TINY, hydra_cli, tiny_config
+from tiny_runs import ROOT, TINY, hydra_cli, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -26,6 +26,12 @@ SECRET = "sk-issue20-never-write-me"
     ("db_password", True), ("hydra.job.env_set.WANDB_API_KEY", True), ("openai_api_key", True),
     ("rollout.max_turn_tokens", False), ("rollout.max_obs_tokens", False), ("judge.max_completion_tokens", False),
     ("warmstart.window_batch_size", False), ("model.tokenizer", False), ("judge.model", False),
+    # issue 44, item 4: every spelling of a secret name (camelCase, kebab, dotted, headers)
+    ("extra.accessToken", True), ("openaiApiKey", True), ("api-key", True), ("secretKey", True),
+    ("headers.Authorization", True), ("aws.access_key", True), ("X-Api-Key", True), ("DB_PASSWORD", True),
+    ("gcp.credentials", True), ("auth", True), ("refresh_token", True), ("Cookie", True), ("passphrase", True),
+    ("rollout.vllm.kv_cache_gib", False), ("rollout.max_context_tokens", False), ("key_dim", False),
+    ("pad_token_id", False), ("author", False), ("sort_keys", False), ("tokenizer_name", False),
 ])
 def test_which_keys_are_secret(key, secret):
     assert is_secret_key(key) is secret
@@ -165,3 +171,122 @@ def test_the_judge_sends_its_key_only_to_the_configured_endpoint(monkeypatch, ca
     finally:
         configured.close()
         elsewhere.close()
+
+
+# --- issue 44, item 4: no secret under any name, in any file, folder name or W&B ----------------------------
+
+LEAK = "sk-issue44-Zq8vR2mX7pL4wK9d"  # what every refusal below must keep off the disk
+SPELLINGS = {  # the probe's 14 spellings (11 leaked), and more; each is refused by its name or its value
+    "camelCase token": [f"+extra.accessToken={LEAK}"],
+    "camelCase api key": ["+extra.openaiApiKey=plainvalue"],
+    "kebab api key": ["+extra.api-key=plainvalue"],
+    "secretKey in a dict": ["+extra={secretKey:plainvalue}"],
+    "authorization header": ["+headers={Authorization:'Bearer abcdefgh12345678'}"],
+    "dotted aws access key": ["+aws.access_key=plainvalue"],
+    "value under an ordinary key": [f"+extra.note={LEAK}"],
+    "value in a list": [f"+extra.notes=[a,{LEAK}]"],
+    "value as a sweep choice": ["-m", f"+extra.note=a,{LEAK}"],
+    "key in a sweep of dicts": ["-m", "+extra={a:1},{accessToken:plainvalue}"],
+    "password in a url": ["judge.base_url=https://bob:hunter2pw@example.com/v1"],
+    "github token": ["+extra.note=ghp_Zq8vR2mX7pL4wK9dT3nB6cY1"],
+    "hugging face token": ["+extra.note=hf_Zq8vR2mX7pL4wK9dT3nB6cY1"],
+    "aws key id": ["+extra.note=AKIAIOSFODNN7EXAMPLE"],
+    "slack token": ["+extra.note=xoxb-1234567890-abcdefghij"],
+    "json web token": ["+extra.note=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl"],
+    "random-looking value": ["+extra.note=Zq8vR2mX7pL4wK9dT3nB6cY1"],
+    "env_set of a cased name": ["hydra.job.env_set.OpenAI_Api_Key=plainvalue"],
+}
+
+
+def assert_refused_and_nothing_written(tmp_path, capsys, args, where=("must not be given on the command line",)):
+    with pytest.raises(SystemExit) as exit_info:
+        hydra_cli(*args, *TINY, "trainer.max_steps=1", f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep")
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert exit_info.value.code == 2, captured.err[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("config error: ") and any(w in lines[0] for w in where), lines
+    assert LEAK not in captured.err + captured.out and "plainvalue" not in captured.err + captured.out
+    assert [p.name for p in tmp_path.iterdir() if p.name not in ("conf", "wandb_home")] == []  # nothing written
+
+
+@pytest.mark.parametrize("case", SPELLINGS)
+def test_every_spelling_of_a_secret_is_refused_before_anything_is_written(tmp_path, capsys, case):
+    assert_refused_and_nothing_written(tmp_path, capsys, SPELLINGS[case])
+
+
+def experiment_file(tmp_path, body: str, group: str = "experiment", name: str = "leaky") -> str:
+    folder = tmp_path / "conf" / group
+    folder.mkdir(parents=True)
+    (folder / f"{name}.yaml").write_text(body)
+    return str(tmp_path / "conf")
+
+
+@pytest.mark.parametrize("body, args", [
+    # the probe's case: a key in a --config-dir experiment file was refused only after Hydra copied it
+    (f"# @package _global_\njudge:\n  api_key: {LEAK}\n", ["experiment=leaky"]),
+    (f"# @package _global_\nextra:\n  note: {LEAK}\n", ["experiment=leaky"]),  # by value, any key
+    (f"# @package _global_\nhydra:\n  sweeper:\n    params:\n      +extra.note: a,{LEAK}\n", ["-m", "experiment=leaky"]),
+    (f"# @package _global_\nhydra:\n  job:\n    env_set:\n      WANDB_API_KEY: {LEAK}\n", ["experiment=leaky"]),
+])
+def test_a_secret_in_a_config_dir_file_is_refused_before_hydra_copies_it(tmp_path, capsys, body, args):
+    conf = experiment_file(tmp_path, body)
+    assert_refused_and_nothing_written(tmp_path, capsys, ["--config-dir", conf, *args], where=("holds a secret in",))
+
+
+def test_a_secret_in_a_config_group_default_is_refused(tmp_path, capsys):
+    conf = experiment_file(tmp_path, f"kind: openai\nmodel: m\napi_key: {LEAK}\n", group="judge", name="mine")
+    assert_refused_and_nothing_written(tmp_path, capsys, [f"--config-dir={conf}", "credit=prover", "judge=mine"],
+                                       where=("holds a secret in",))
+
+
+def composed_problem(args, monkeypatch, combinations: int = 1):
+    """What train.py's check says of `args`, composing each value of each swept key once (all combinations
+    are what a sweep of up to MAX_COMBINATIONS jobs gets; one value each keeps the default suite fast)."""
+    from agentcredit import secret_check
+    from agentcredit.configs import register_config_nodes
+
+    register_config_nodes()
+    monkeypatch.setattr(secret_check, "MAX_COMBINATIONS", combinations)
+    configs = list(secret_check.composed_configs(args, str(ROOT / "train.py"), "src/agentcredit/conf", "config"))
+    assert configs  # composed, not skipped
+    return [keys for _, cfg in configs for keys in secret_check.secret_values_in_config(cfg)] or None
+
+
+@pytest.mark.parametrize("args", [["-m", "judge=openai,heuristic", "logger=wandb,csv", "seed=0,1"],
+                                  ["-m", "experiment=compare"], ["judge=openai", "model=hf"]])
+def test_no_composed_config_of_the_project_is_refused(args, monkeypatch):
+    assert composed_problem(args, monkeypatch) is None
+
+
+def config_group_choices() -> list[list[str]]:
+    conf = ROOT / "src" / "agentcredit" / "conf"
+    return [["-m", f"experiment={p.stem}"] for p in sorted((conf / "experiment").glob("*.yaml"))] + [
+        [f"{group.name}={p.stem}"] for group in sorted(conf.iterdir()) if group.is_dir() and group.name != "experiment"
+        for p in sorted(group.glob("*.yaml"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", config_group_choices(), ids=" ".join)
+def test_no_experiment_file_or_config_group_of_the_project_is_refused(args, monkeypatch):
+    assert composed_problem(args, monkeypatch, combinations=64) is None
+
+
+def test_an_env_interpolation_stays_unresolved_in_every_file(tmp_path, isolated_wandb, capsys):
+    """The run resolves ${oc.env:...}; resolved_config.yaml and W&B keep the interpolation (the probe found
+    the value resolved into resolved_config.yaml). The job's own log is left out of the grep: it is not
+    written from the config."""
+    note = "${oc.env:AGENTCREDIT_JUDGE_API_KEY}"
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        hydra_cli(*TINY, "trainer.max_steps=1", *PROVER_OPENAI, f"+note={note}", f"hydra.run.dir={tmp_path}/run")
+    run = tmp_path / "run"
+    wait_for_wandb(run)
+    assert note in (run / "resolved_config.yaml").read_text()
+    assert files_holding(run, SECRET) == [] and files_holding(tmp_path / "wandb_home", SECRET) == []
+    assert SECRET not in out.getvalue() + capsys.readouterr().err
+
+
+def test_job_folder_names_never_hold_a_secret():
+    from agentcredit.sweep import job_dirname
+
+    assert job_dirname("credit.K:1+credit:trace") == "credit.K:1+credit:trace"
+    assert job_dirname(f"judge.apiKey:x+seed:1+extra.note:{LEAK}") == "judge.apiKey:redacted+seed:1+extra.note:redacted"

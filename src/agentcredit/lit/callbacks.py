@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from agentcredit.lit.run_folder import keep_logs_of
 from agentcredit.records import atomic_write_text
-from agentcredit.secret_keys import redact_secrets
+from agentcredit.secret_keys import config_for_records
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -123,7 +123,7 @@ def build_callbacks(cfg, out: Path) -> list:
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     if rank_zero_only.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        resolved = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+        resolved = config_for_records(cfg)  # ${oc.env:...} left as written: the environment's secrets stay there
         atomic_write_text(out / "resolved_config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
     if cfg.get("ckpt_path") is not None:  # continuing a run folder: its checkpoints are expected there
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")

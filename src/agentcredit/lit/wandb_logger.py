@@ -3,8 +3,15 @@
 Online when WANDB_API_KEY is set (in the environment or in `.env`, loaded by `train.run`), offline
 otherwise: the run is written under `<run dir>/wandb/` and can be uploaded later with `wandb sync`.
 An explicit `logger.mode` (or WANDB_MODE) wins, except that `online` without a key falls back to
-offline, because wandb would otherwise stop and ask for a login. The resolved config is logged with
-every secret-looking value (api keys, tokens, passwords) replaced by "<redacted>".
+offline, because wandb would otherwise stop and ask for a login. The config is logged as
+resolved_config.yaml holds it (`secret_keys.config_for_records`): `${oc.env:...}` unresolved and every
+secret (by key name or by value) replaced by "<redacted>".
+
+What else W&B records: the process arguments and the run folder's name, which hold no secret because
+the entry scripts refuse one on the command line and in every composed config before Hydra starts
+(`secret_check.refuse_secrets`; job folder names are made safe by `sweep.job_dirname` too). It records no
+source code, no git diff and no job artefact (`save_code=False`, `disable_git`, `disable_job_creation`):
+a diff of uncommitted files is content this project never sees, so it cannot vouch for it.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agentcredit.configs import plain
-from agentcredit.secret_keys import redact_secrets
+from agentcredit.secret_keys import config_for_records
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +42,7 @@ def wandb_mode(configured: str | None, environ: Mapping[str, str] = os.environ) 
 
 
 def build_wandb_logger(cfg, out: Path):
+    import wandb
     from lightning.pytorch.loggers import WandbLogger
 
     settings = plain(cfg.logger)
@@ -42,7 +50,7 @@ def build_wandb_logger(cfg, out: Path):
     os.environ.setdefault("WANDB_SILENT", "true")  # keep the progress bar readable; our own line says where the run is
     if mode == "offline":
         log.info(f"W&B offline (no WANDB_API_KEY): run files in {out / 'wandb'}; upload later with `wandb sync {out / 'wandb'}/offline-run-*`")
-    config = redact_secrets(plain(cfg))
+    config = config_for_records(cfg)
     return WandbLogger(
         project=settings.get("project") or "agentcredit",
         entity=settings.get("entity"),
@@ -53,6 +61,8 @@ def build_wandb_logger(cfg, out: Path):
         mode=mode,
         config=config,
         log_model=False,  # checkpoints stay in the run folder; uploading them is opt-in through wandb itself
+        save_code=False,
+        settings=wandb.Settings(disable_git=True, disable_job_creation=True),
     )
 
 
