@@ -237,3 +237,14 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_the_last_good_checkpoint
     assert leftovers(run / "checkpoints") == [] and list(systemp.iterdir()) == []
     train_tiny(run, *RUN, "resume=true")
     same_rows(logged(uninterrupted), logged(run))
+
+
+def test_a_sweep_job_failing_on_a_full_disk_is_reported_without_its_error_txt(tmp_path):
+    """Before: writing error.txt on the full disk raised again, inside the handler, and ended the whole sweep."""
+    from agentcredit.train import record_failure
+
+    failure = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "metrics.csv"))
+    with failing_writes(lambda path: tmp_path in path.parents, fault="full"):
+        where = record_failure(tmp_path, failure)
+    assert str(where).startswith(f"none: {tmp_path / 'error.txt'} could not be written"), where
+    assert leftovers(tmp_path) == [] and not (tmp_path / "error.txt").exists()
