@@ -189,7 +189,7 @@ def same_rows(expected: list[dict], got: list[dict]) -> None:
             assert float(want[key]) == pytest.approx(float(have[key]), rel=1e-5, abs=1e-6), (want["step"], key)
 
 
-@pytest.mark.slow  # two more training runs; test_a_kill_while_metrics_csv_widens_its_header_keeps_every_row is its quick form
+@pytest.mark.slow  # two more training runs; its quick form: test_a_kill_while_metrics_csv_widens_its_header_...
 def test_a_run_killed_while_metrics_csv_widens_resumes_with_every_row(uninterrupted, tmp_path):
     """Before: rows 1,1,2,3,3,4 after the resume, of 0,1,1,2,3,3,4 (the first validation's new columns)."""
     with pytest.raises(Killed):
