@@ -28,9 +28,11 @@ LIST=0
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 export HYDRA_FULL_ERROR=1 WANDB_MODE=disabled TOKENIZERS_PARALLELISM=false
+# Random weights earn no reward, so every advantage is 0 and the update would skip every rollout: no step
+# time of an update and no logprob gap. train.skip_zero_advantage=false runs them all.
 COMMON=(model.warm_start=false env.retriever=bm25 logger=csv trainer.max_steps=3 trainer.val_check_interval=3
         trainer.limit_val_batches=1 trainer.enable_progress_bar=false data.prompts_per_step=2 data.n_val=2
-        rollout.group_size=4 rollout.max_tool_turns=3 rollout.max_turn_tokens=48)
+        rollout.group_size=4 rollout.max_tool_turns=3 rollout.max_turn_tokens=48 train.skip_zero_advantage=false)
 
 lines=()
 report() {  # name, status, seconds, log, [check_line options]: print the check's JSON line and keep it

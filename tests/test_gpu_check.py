@@ -59,6 +59,24 @@ def test_the_fsdp_vllm_check_is_smollm2s_architecture_in_bf16():
         assert (real.layers, real.kv_heads, real.head_dim) == (30, 3, 64)
 
 
+def test_every_training_check_runs_an_update_on_random_weights(tmp_path):
+    """The checks train random weights, whose rewards are all 0: without train.skip_zero_advantage=false the
+    update skipped every rollout, so a check measured no update and no logprob gap (issue 44, item 10: the
+    slow fsdp + vLLM check's KeyError 'logprob_gap_max')."""
+    from tiny_runs import read_metrics, train_tiny
+
+    trains = [args[2:] for args in listed_checks().values() if args[:2] == ["python", "train.py"]]
+    assert trains and all("train.skip_zero_advantage=false" in overrides for overrides in trains)
+    steps = {}
+    for skip in ("true", "false"):
+        train_tiny(tmp_path / skip, "logger=csv", "trainer.max_steps=1", f"train.skip_zero_advantage={skip}")
+        steps[skip] = [r for r in read_metrics(tmp_path / skip) if r.get("train/loss")]
+    assert [r["train/reward"] for r in steps["true"] + steps["false"]] == ["0.0", "0.0"]  # nothing to learn from
+    assert steps["true"][0]["update/skipped_token_share"] == "1.0" and not steps["true"][0].get("rollout/logprob_gap")
+    assert steps["false"][0]["update/skipped_token_share"] == "0.0"
+    assert 0 <= float(steps["false"][0]["rollout/logprob_gap"]) < 1e-3  # the HF sampler is the trainer
+
+
 def test_without_cuda_the_script_says_so_in_one_json_line():
     done = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PY": sys.executable, "CUDA_VISIBLE_DEVICES": ""})
