@@ -50,9 +50,11 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from agentcredit.configs import ConfigError
-    from agentcredit.fidelity.run import export, fidelity_config, measure, write_reports
-    from agentcredit.fidelity.summary import read_records
+    from agentcredit.fidelity.run import check_outputs, export, fidelity_config, measure, write_reports
+    from agentcredit.fidelity.summary import read_config, read_records
+    from agentcredit.records import RecordError
     from agentcredit.train import exit_on_one_line_error, load_env_file
+    from agentcredit.world.user import UserDataError
 
     load_env_file()
     hydra_cfg = HydraConfig.get()
@@ -62,18 +64,22 @@ def main(cfg: DictConfig) -> None:
             folder = Path(cfg.from_turns)
             if not (folder / "turns.jsonl").is_file():
                 raise ConfigError(f"from_turns: {folder}/turns.jsonl does not exist")
+            check_outputs(folder)  # the reports are written back beside it
             records = read_records(folder / "turns.jsonl")
             if not records:
-                raise ConfigError(f"from_turns: {folder}/turns.jsonl holds no record")
-            earlier = folder / "fidelity.json"  # what was measured, kept with the regenerated figures
-            config = json.loads(earlier.read_text()).get("config") if earlier.is_file() else None
+                raise UserDataError(f"from_turns: {folder}/turns.jsonl holds no readable record")
+            config = read_config(folder / "fidelity.json")  # what was measured, kept with the regenerated figures
             summary = write_reports(records, folder, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap),
                                     config=config)
             print(json.dumps(short_line(summary)), flush=True)
             return
         overrides = list(hydra_cfg.overrides.task)
         cfg = fidelity_config(cfg, overrides)
+        # every path written, checked before any model loads (not after the whole measurement)
+        check_outputs(out_dir, cfg.get("export"), [str(m) for m in cfg.methods] if int(cfg.samples) else ())
         records, step = measure(cfg, overrides, out_dir)
+        if not records:
+            raise UserDataError(f"{out_dir}/turns.jsonl: no question gave a readable record; see the warnings above")
         summary = write_reports(records, out_dir, threshold=float(cfg.threshold), n_boot=int(cfg.bootstrap),
                                 samples=int(cfg.samples), config={"overrides": overrides, "ckpt_path": cfg.ckpt_path,
                                                                   "n": int(cfg.n), "group_size": int(cfg.group_size),
@@ -81,6 +87,9 @@ def main(cfg: DictConfig) -> None:
                                 step=step)
         if cfg.get("export"):
             export(out_dir, Path(cfg.export))
+    except RecordError as err:  # a file that cannot be read at all: one line, as a data error
+        exit_on_one_line_error(UserDataError(str(err)))
+        raise
     except Exception as err:
         exit_on_one_line_error(err)
         raise

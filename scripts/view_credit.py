@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import sys
 from pathlib import Path
 
 import yaml
+
+from agentcredit.records import atomic_write_bytes, check_output_path
 
 CSS = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
@@ -64,97 +65,28 @@ def short(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# What each field of a record must be for the page to show it; a record that breaks one is left out
-# and named on the page (samples may come from someone else's run, or a run killed mid-line).
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _integer(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _list_of(check, allow_none: bool = False):
-    return lambda v: isinstance(v, list) and all(check(x) or (allow_none and x is None) for x in v)
-
-
-FIELDS = {
-    "step": (_integer, "an integer"),
-    "rollout": (lambda v: v is None or _integer(v), "an integer"),
-    "reward": (_number, "a number"),
-    "num_tool_turns": (_integer, "an integer"),
-    "question": (lambda v: v is None or isinstance(v, str), "a string"),
-    "group_rewards": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
-    "turns": (lambda v: v is None or _list_of(lambda x: isinstance(x, str))(v), "a list of strings"),
-    "observations": (lambda v: v is None or _list_of(lambda x: isinstance(x, str))(v), "a list of strings"),
-    "segment": (lambda v: v is None or (isinstance(v, list) and len(v) == 3 and _integer(v[0]) and _integer(v[1])
-                                        and _number(v[2])), "null or [first turn, last turn, Δ]"),
-    "chain_boundaries": (lambda v: v is None or _list_of(_integer)(v), "a list of integers"),
-    "chain_values": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
-    "segment_advantages": (lambda v: v is None or _list_of(_number)(v), "a list of numbers"),
-    "anchor_sizes": (lambda v: v is None or _list_of(_integer, allow_none=True)(v), "a list of integers"),
-    "answer_advantage": (lambda v: v is None or _number(v), "a number or null"),
-    "answer_a_star": (lambda v: v is None or _number(v), "a number or null"),
-    **{key: (lambda v: v is None or _list_of(_number, allow_none=True)(v), "a list of numbers")
-       for key in ("deltas", "turn_rewards", "step_advantages", "turn_advantages", "a_star")},
-}
-
-
-def record_problem(record) -> str | None:
-    """Why `record` cannot be shown, or None."""
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an object"
-    for key, (check, what) in FIELDS.items():
-        if key in record and not check(record[key]):
-            return f"{key} is not {what}"
-    if "step" not in record:
-        return "no step"
-    cuts, advs = record.get("chain_boundaries"), record.get("segment_advantages")
-    if (cuts is None) != (advs is None) or (cuts is not None and len(advs) <= len(cuts)):
-        return "chain_boundaries and segment_advantages do not match"
-    return None
-
-
-def read_lines(path: Path) -> list[tuple[int, str | None]]:
-    """(line number, text) of every non-blank line; text None where the line is not UTF-8."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise SystemExit(f"view_credit: cannot read {path}: {error.strerror or error}") from None
-    lines = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8").lstrip("\ufeff")  # a byte-order mark from an editor
-        except UnicodeDecodeError:
-            lines.append((number, None))
-            continue
-        if text.strip():
-            lines.append((number, text))
-    return lines
-
-
 def load_records(run: Path) -> tuple[list[dict], list[str]]:
-    """The run's showable records, and one note per line left out (line number and why)."""
+    """The run's showable records, and one note per line left out (line number and why). Each line is
+    read against `CreditSample` (records.fidelity): samples may come from someone else's run or a run
+    killed mid-line, and a line that breaks the schema is left out and named on the page."""
+    from agentcredit.records import RecordError, read_jsonl_records
+    from agentcredit.records.fidelity import CreditSample
+
     path = run / "credit_samples.jsonl"
     if not path.exists():
         raise SystemExit(f"{path} does not exist: the run wrote no credit samples yet (they are written at each validation)")
-    records, skipped = [], []
-    for number, text in read_lines(path):
-        if text is None:
-            skipped.append(f"line {number}: not UTF-8")
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as error:
-            # The text ended where JSON needed more: a write cut short (a run killed mid-line).
-            cut = error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated string")
-            skipped.append(f"line {number}: not JSON ({error.msg} column {error.colno}{'; cut short?' if cut else ''})")
-            continue
-        problem = record_problem(record)
-        if problem:
-            skipped.append(f"line {number}: {problem}")
-        else:
-            records.append(record)
+    if not path.is_file():
+        raise SystemExit(f"view_credit: cannot read {path}: not a file")
+    skipped: list[str] = []
+    prefix = f"{path}:"
+
+    def note(message: str) -> None:  # "<path>:<line>: why" -> "line <line>: why" (the page names the file)
+        skipped.append("line " + message[len(prefix):] if message.startswith(prefix) else message)
+
+    try:
+        records = [sample.shown() for _, sample in read_jsonl_records(path, CreditSample, warn=note)]
+    except RecordError as error:
+        raise SystemExit(f"view_credit: {error}") from None
     return records, skipped
 
 
@@ -268,6 +200,13 @@ def render_page(records: list[dict], title: str, notes: list[str] = ()) -> str:
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
 
 
+def _scalar(value) -> str:
+    """A title part from the config: a plain value, shortened; anything else (a list, a mapping) is '?'."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return "?"
+    return short(str(value), 60)
+
+
 def run_title(run: Path) -> tuple[str, str | None]:
     """The page title from the run's resolved_config.yaml, and a note when that file cannot be read."""
     plain = f"credit samples of {run.name}"
@@ -276,14 +215,15 @@ def run_title(run: Path) -> tuple[str, str | None]:
         return plain, None
     try:
         config = yaml.safe_load(config_path.read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as error:
+        # ValueError: an integer of thousands of digits; RecursionError: nesting deeper than the parser goes
         return plain, f"resolved_config.yaml unreadable ({type(error).__name__}); the title leaves out the method"
     credit = config.get("credit") if isinstance(config, dict) else None
     if not isinstance(credit, dict):
         return plain, "resolved_config.yaml has no credit section; the title leaves out the method"
     judge = config.get("judge")
-    judge = f", judge {judge.get('kind')}" if credit.get("name") == "prover" and isinstance(judge, dict) else ""
-    return f"credit={credit.get('name', '?')}{judge} · seed {config.get('seed')} · {run.name}", None
+    judge = f", judge {_scalar(judge.get('kind'))}" if credit.get("name") == "prover" and isinstance(judge, dict) else ""
+    return f"credit={_scalar(credit.get('name', '?'))}{judge} · seed {_scalar(config.get('seed'))} · {run.name}", None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,15 +235,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")
     run = args.run.parent if args.run.is_file() else args.run  # credit_samples.jsonl itself also works
+    out = args.out or run / "credit_view.html"
+    try:
+        check_output_path(out)  # before anything is read: a folder named as the page is one line
+    except ValueError as error:
+        raise SystemExit(f"view_credit: {error}") from None
     records, notes = load_records(run)
     if args.last:
         keep = sorted({r["step"] for r in records})[-args.last :]
         records = [r for r in records if r["step"] in keep]
     title, title_note = run_title(run)
     notes = notes + ([title_note] if title_note else [])
-    out = args.out or run / "credit_view.html"
     try:
-        out.write_text(render_page(records, title, notes))
+        # replaced whole (a kill leaves the earlier page); a name the file system gave undecodable keeps a '?'
+        atomic_write_bytes(out, render_page(records, title, notes).encode("utf-8", "replace"))
     except OSError as error:
         raise SystemExit(f"view_credit: cannot write {out}: {error.strerror or error}") from None
     if notes:

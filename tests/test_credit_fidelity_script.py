@@ -60,6 +60,20 @@ def test_the_whole_command_at_tiny_sizes(tmp_path, capsys):
         fidelity_cli(*args)
     assert (out / "turns.jsonl").read_text() == before and (out / "fidelity.md").read_text() == table
 
+    # Killed while the last record was written: that line is cut short. The rerun leaves it out with one
+    # warning, measures that question again and appends its record on a line of its own (issue 44, item 6).
+    lines = before.splitlines(keepends=True)
+    (out / "turns.jsonl").write_text(lines[0] + lines[1][: len(lines[1]) // 2])
+    capsys.readouterr()
+    fidelity_cli(*args)
+    err = capsys.readouterr().err
+    assert "turns.jsonl:2: not a readable record (cut short" in err and "Traceback" not in err
+    again = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in again] == [0, 1]
+    assert [[r["truth"], r["credit"]] for r in again[1]["rollouts"]] == [[r["truth"], r["credit"]]
+                                                                         for r in records[1]["rollouts"]]
+    table = (out / "fidelity.md").read_text()  # its costs (seconds) are the new measurement's
+
     # The reports again from turns.jsonl alone (what docs/results/fidelity/ keeps).
     (out / "fidelity.md").unlink()
     fidelity_cli("from_turns=" + str(out), "bootstrap=20", f"hydra.run.dir={tmp_path / 'again'}")
@@ -131,14 +145,38 @@ def test_the_committed_tables_regenerate_from_their_turns(tmp_path, name):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"index": 0, "rollouts": [', "not valid JSON"),
-    ('{"index": 0}', "not a credit-fidelity record"),
-    ("[1, 2]", "expected a JSON object"),
+    ('{"index": 0, "rollouts": [', "turns.jsonl:1: not a readable record"),
+    ('{"index": 0}', "turns.jsonl:1: question_id: Field required"),
+    ("[1, 2]", "turns.jsonl:1: record: Input should be a valid dictionary"),
 ])
-def test_a_damaged_turns_file_is_one_line(tmp_path, capsys, text, message):
+def test_a_turns_file_without_a_readable_record_is_named_in_one_line(tmp_path, capsys, text, message):
+    """The damaged line is left out with one warning naming file and line; with nothing left, one data error."""
     (tmp_path / "turns.jsonl").write_text(text + "\n")
     with pytest.raises(SystemExit) as exit_info:
         fidelity_cli(f"from_turns={tmp_path}", f"hydra.run.dir={tmp_path / 'run'}")
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("data error:") and message in err[0]
+    assert len(err) == 2 and err[0].startswith("warning: ") and message in err[0]
+    assert err[1].startswith("data error: from_turns:") and "holds no readable record" in err[1]
+
+
+@pytest.mark.parametrize("where", ["export", "fidelity.md", "view"])
+def test_an_output_path_that_cannot_be_written_is_one_line_before_anything_loads(tmp_path, capsys, where):
+    """`export=` naming an existing file, or a report name taken by a folder (or view/ by a file), failed only
+    after the whole measurement (issue 44, item 8); now one line before any model loads."""
+    out = tmp_path / "fid"
+    out.mkdir()
+    args = [*TINY, "n=1", "samples=1", "methods=[grpo,trace]", f"hydra.run.dir={out}"]
+    if where == "export":
+        (tmp_path / "taken").write_text("not a folder")
+        args.append(f"export={tmp_path / 'taken'}")
+    elif where == "view":
+        (out / "view").write_text("not a folder")
+    else:
+        (out / where).mkdir()
+    with mock.patch("agentcredit.compose.build_components", side_effect=AssertionError("loaded a model")):
+        with pytest.raises(SystemExit) as exit_info:
+            fidelity_cli(*args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("config error:"), err

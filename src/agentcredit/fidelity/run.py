@@ -14,7 +14,7 @@ with its own seeds, so a run stopped part way and started again in the same fold
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -145,18 +145,64 @@ def measure_question(cfg: DictConfig, index: int, question, components, methods,
 
 
 def load_finished(path: Path, key: str) -> dict[int, dict]:
-    """Records already measured in this folder with the same settings (question index -> record)."""
+    """Records already measured in this folder with the same settings (question index -> record); a line
+    left out by `read_records` (one warning each) is a question measured again."""
     from agentcredit.fidelity.summary import read_records
 
     if not path.exists():
         return {}
     finished = {}
     for record in read_records(path):
-        if record.get("settings") != key:
+        if record["settings"] != key:
             raise ConfigError(f"{path} was measured with other settings; measure into another folder "
                               "(hydra.run.dir=...) or remove it")
-        finished[int(record["index"])] = record
+        finished[record["index"]] = record
     return finished
+
+
+def end_on_a_line(path: Path) -> None:
+    """Make turns.jsonl end on a line boundary before appending to it. A kill while a record was written
+    leaves its line cut short: `read_records` left it out (that question is measured again), and the next
+    record must not be glued onto it. An unreadable tail is cut off (it holds no record a reader could
+    use); a readable one that only lacks its newline gets one."""
+    from agentcredit.records import parse_json
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    try:
+        parse_json(data[start:].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        with path.open("r+b") as f:
+            f.truncate(start)
+            f.flush()
+            os.fsync(f.fileno())
+        print(f"warning: {path}: the last line was cut short by an earlier stop ({len(data) - start} bytes); "
+              "removed, its question is measured again", file=sys.stderr, flush=True)
+        return
+    with path.open("ab") as f:
+        f.write(b"\n")
+
+
+def record_line(record: dict) -> tuple[str, bool]:
+    """The JSON line of a measured record, and whether a reader will use it: a record that fails its
+    schema (a method's credit that is nan, say) is still written, so nothing measured is lost, but it is
+    left out of the table now exactly as `read_records` will leave it out later."""
+    from agentcredit.records import RecordError, parse_json
+    from agentcredit.records.fidelity import TurnsRecord
+    from agentcredit.records.reading import validate
+
+    line = json.dumps(record, default=float)
+    try:
+        validate(TurnsRecord, parse_json(line), f"question {record.get('index')}")
+    except (RecordError, ValueError) as err:
+        print(f"warning: {str(err)[:300]}; written to turns.jsonl but left out of the table", file=sys.stderr,
+              flush=True)
+        return line, False
+    return line, True
 
 
 def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
@@ -173,6 +219,7 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
     path = out_dir / "turns.jsonl"
     settings = settings_key(cfg)
     finished = load_finished(path, settings)
+    end_on_a_line(path)
     # The checkpoint is read once, before any model loads; its weights replace the initial ones only after
     # the references copied those, as in training.
     state, step = read_policy_state(cfg.ckpt_path) if cfg.ckpt_path else (None, 0)
@@ -193,8 +240,11 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
                 record = finished.get(index)
                 if record is None:
                     record = measure_question(cfg, index, questions[index], components, methods, engine, settings)
-                    out.write(json.dumps(record, default=float) + "\n")
+                    line, usable = record_line(record)
+                    out.write(line + "\n")
                     out.flush()
+                    if not usable:
+                        continue
                 records.append(record)
     finally:
         if engine is not None:
@@ -222,32 +272,62 @@ def viewer_samples(records: list[dict], label: str, limit: int, step: int = 0) -
     return out
 
 
+REPORTS = ("fidelity.json", "fidelity.md", "fidelity.png")
+
+
+def check_outputs(out_dir: Path, export_to: str | Path | None = None, labels: Sequence[str] = ()) -> None:
+    """Every path a measurement writes, checked before any model loads (one ConfigError line): a report
+    name that is a folder, or an export target that is a file, would otherwise fail only after the
+    whole measurement."""
+    from agentcredit.records import check_output_path
+
+    try:
+        for name in ("turns.jsonl", *REPORTS):
+            check_output_path(out_dir / name)
+        if (out_dir / "turns.jsonl").exists() and not (out_dir / "turns.jsonl").is_file():
+            raise ValueError(f"{out_dir / 'turns.jsonl'} is not a file")
+        for label in labels:  # the viewer's samples, view/<method>/credit_samples.jsonl
+            check_output_path(out_dir / "view" / label / "credit_samples.jsonl")
+        if export_to:
+            # Not fresh=True: export replaces each of its files whole and from_turns reads only those,
+            # so an earlier export into the same folder has nothing stale left to mix in.
+            check_output_path(export_to, kind="folder")
+            for name in ("turns.jsonl", *REPORTS):
+                check_output_path(Path(export_to) / name)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boot: int, samples: int = 0,
                   config: dict | None = None, step: int = 0) -> dict:
-    """fidelity.json (every figure), fidelity.md (the table), fidelity.png; viewer samples per method."""
+    """fidelity.json (every figure), fidelity.md (the table), fidelity.png; viewer samples per method.
+    Each file is replaced whole (a kill or a full disk leaves the earlier one)."""
     from agentcredit.fidelity.summary import json_ready, markdown, plot, summarise
+    from agentcredit.records import atomic_write_text, safe_name
 
     summary = summarise(records, threshold=threshold, n_boot=n_boot)
     if config is not None:
         summary["config"] = config
     summary = json_ready(summary)
-    (out_dir / "fidelity.json").write_text(json.dumps(summary, indent=1, allow_nan=False) + "\n")
-    (out_dir / "fidelity.md").write_text(markdown(summary))
+    atomic_write_text(out_dir / "fidelity.json", json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    atomic_write_text(out_dir / "fidelity.md", markdown(summary))
     plot(records, out_dir / "fidelity.png")
     if samples and records:
         for label in records[0]["methods"]:
-            folder = out_dir / "view" / label
+            folder = out_dir / "view" / safe_name(label, "method")
             folder.mkdir(parents=True, exist_ok=True)
-            with (folder / "credit_samples.jsonl").open("w") as f:
-                for sample in viewer_samples(records, label, samples, step):
-                    f.write(json.dumps(sample, default=float) + "\n")
+            lines = [json.dumps(sample, default=float) + "\n" for sample in viewer_samples(records, label, samples, step)]
+            atomic_write_text(folder / "credit_samples.jsonl", "".join(lines))
     return summary
 
 
 def export(out_dir: Path, target: Path) -> Path:
-    """The committed copy (docs/results/...): turns.jsonl and the reports, from which `from_turns=` regenerates them."""
+    """The committed copy (docs/results/...): turns.jsonl and the reports, from which `from_turns=`
+    regenerates them; each file replaced whole, through a temp file beside it."""
+    from agentcredit.records import atomic_write_bytes
+
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("turns.jsonl", "fidelity.json", "fidelity.md", "fidelity.png"):
+    for name in ("turns.jsonl", *REPORTS):
         if (out_dir / name).resolve() != (target / name).resolve():
-            shutil.copyfile(out_dir / name, target / name)
+            atomic_write_bytes(target / name, (out_dir / name).read_bytes())
     return target

@@ -15,7 +15,7 @@ The ceiling: the split-half reliability of A* itself (Spearman–Brown), pooled 
 
 from __future__ import annotations
 
-import json
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from agentcredit.fidelity import metrics as M
-from agentcredit.world.user import UserDataError, read_jsonl
+from agentcredit.records import RecordError, atomic_write_bytes, read_json_record, read_jsonl_records, warn_left_out
+from agentcredit.records.fidelity import FidelitySummary, TurnsRecord
 
 FIGURES = ("pooled_rho", "within_rho", "sign_agreement", "pair_concordance", "useful_above_mean")
 
@@ -225,17 +226,38 @@ def plot(records: list[dict], path: Path) -> Path:
     fig.supxlabel("Monte Carlo advantage A* (red: turns of failed rollouts)", fontsize=8)
     fig.supylabel("turn credit (mean token advantage)", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()  # rendered whole first, so a kill or a full disk never leaves half a picture
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return atomic_write_bytes(path, image.getvalue())
 
 
-def read_records(path: Path) -> list[dict]:
-    """The per-question records of turns.jsonl; a damaged line is one UserDataError naming file and line."""
-    records = []
-    for where, record in read_jsonl(path, "a credit-fidelity turns.jsonl"):
-        if "rollouts" not in record or "methods" not in record:
-            raise UserDataError(f"{path} {where}: not a credit-fidelity record (no rollouts or methods); remove the "
-                                "line to measure that question again")
-        records.append(record)
+def read_records(path: Path, warn=warn_left_out) -> list[dict]:
+    """The per-question records of turns.jsonl that can be measured against each other, in file order.
+    A line that fails `TurnsRecord` (damaged, cut short by a kill, non-finite or out-of-range numbers), a
+    record of other methods than the first one's, or a question already read is left out with one
+    warning naming file and line: the table is over the rest, and a rerun measures the left-out
+    questions again. RecordError (one line) when the file cannot be read at all."""
+    records: list[dict] = []
+    seen: set[int] = set()
+    for number, record in read_jsonl_records(path, TurnsRecord, warn=warn):
+        if records and record.methods != records[0]["methods"]:
+            warn(f"{path}:{number}: methods {record.methods} differ from the first record's {records[0]['methods']}")
+        elif record.index in seen:
+            warn(f"{path}:{number}: question {record.index} was already read from an earlier line")
+        else:
+            seen.add(record.index)
+            records.append(record.model_dump())
     return records
+
+
+def read_config(path: Path, warn=warn_left_out) -> dict | None:
+    """The `config` an earlier fidelity.json was measured with (kept when its figures are regenerated);
+    None, with one warning, when the file is damaged."""
+    if not path.is_file():
+        return None
+    try:
+        return read_json_record(path, FidelitySummary).config
+    except RecordError as err:
+        warn(f"{err}; its measured config")
+        return None

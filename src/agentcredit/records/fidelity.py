@@ -128,7 +128,7 @@ class CreditSample(BaseModel):
     step: Integer
     rollout: Integer | None = None
     reward: Number = 0.0
-    num_tool_turns: Count | None = None
+    num_tool_turns: Count = 0  # absent: one per observation (the page reads it so); null is refused
     question: str | None = None
     question_id: str | None = None
     gold_answer: str | None = None
