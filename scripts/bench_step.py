@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -188,9 +189,19 @@ def split(parts: Counter) -> dict:
     return out
 
 
+def launch_time(text: str | None) -> float | None:
+    """The parent's launch time from LAUNCH_ENV; None when absent or not a finite number (startup_s then
+    counts from this process's start instead of failing the run)."""
+    try:
+        value = float(text or 0)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
 def run_side(args, overrides: list[str]) -> dict:
     """Train warmup + steps steps in this process; the figures of the timed steps."""
-    launched = float(os.environ.get(LAUNCH_ENV, 0)) or None
+    launched = launch_time(os.environ.get(LAUNCH_ENV))
     started = time.time()
     import torch
 
@@ -241,7 +252,22 @@ def child(tree: Path, args, overrides: list[str]) -> dict:
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         raise SystemExit(f"bench_step: the run in {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1])
+    return child_figures(lines[-1], tree)
+
+
+def child_figures(line: str, tree: Path) -> dict:
+    """A child's JSON line, checked against its schema: the medians and ratios taken over it need every
+    figure a finite number. One line (SystemExit) otherwise."""
+    from agentcredit.records import RecordError, parse_json
+    from agentcredit.records.reading import validate
+    from agentcredit.records.run import BenchFigures
+
+    try:
+        figures = parse_json(line)
+        validate(BenchFigures, figures, f"the run in {tree}")
+        return figures
+    except (ValueError, RecordError) as error:
+        raise SystemExit(f"bench_step: the run in {tree} printed figures that cannot be read: {error}") from None
 
 
 def config_error_seconds(tree: Path, threads: int) -> float:

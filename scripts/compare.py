@@ -8,7 +8,9 @@
 
 Each folder is a multirun folder (run folders with metrics.csv) or an exported one (*.summary.json and
 *.steps.csv). Writes compare.md and learning_curves.png into --out (default: the first folder) and prints
-the markdown. See agentcredit/comparison.py for what each column is.
+the markdown. --export must be a new or empty folder, or one of the folders read (a published comparison
+refreshed in place: its older files not written again are removed). A run with a damaged file is left out
+with one line. See agentcredit/comparison.py for what each column is.
 """
 
 from __future__ import annotations
@@ -18,6 +20,24 @@ import sys
 from pathlib import Path
 
 from agentcredit.comparison import export_runs, markdown_report, plot_learning_curves, read_runs
+from agentcredit.records import atomic_write_text, check_output_path
+
+
+def check_outputs(args) -> bool:
+    """Output folders checked before any run is read (one line each); whether --export refreshes one of
+    the input folders (an export read back in whole, so its older files may be replaced)."""
+    out = args.out or args.export or args.folders[0]
+    check_output_path(out, kind="folder")
+    if args.export is None:
+        return False
+    refresh = args.export.resolve() in {f.resolve() for f in args.folders}
+    # A fresh folder: stale summaries of an older export would be mixed into the next comparison.
+    try:
+        check_output_path(args.export, kind="folder", fresh=not refresh)
+    except ValueError as err:
+        hint = " (or name it among the folders read, to refresh that export)" if "not empty" in str(err) else ""
+        raise ValueError(f"--export: {err}{hint}") from None
+    return refresh
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export", type=Path, default=None, help="also write per-run summaries to this folder")
     parser.add_argument("--reference", default="grpo", help="arm the paired comparison is against")
     args = parser.parse_args(argv)
+    try:
+        refresh = check_outputs(args)
+    except ValueError as err:
+        parser.error(str(err))
 
     runs, seen, warnings = [], set(), []
     for folder in args.folders:
@@ -47,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
             seen.add((run.arm, run.seed))
             runs.append(run)
     if args.export is not None:
-        written = export_runs(runs, args.export)
+        try:
+            written = export_runs(runs, args.export, refresh=refresh)
+        except (ValueError, OSError) as err:
+            raise SystemExit(f"compare: export to {args.export} refused: {err}") from None
         print(f"[compare] exported {len(written)} run summaries to {args.export}")
     if not runs:
         raise SystemExit(f"compare: no finished run to compare ({len(warnings)} left out, listed above)")
@@ -56,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if warnings:
         report += "\nLeft out of this comparison:\n\n" + "".join(f"- {line}\n" for line in warnings)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.md").write_text(report)
+    atomic_write_text(out / "compare.md", report)
     png = plot_learning_curves(runs, out / "learning_curves.png")
     print(report)
     print(f"[compare] {len(runs)} runs{f' ({len(warnings)} left out)' if warnings else ''}; wrote {out / 'compare.md'} and {png}")

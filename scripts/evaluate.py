@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
 from agentcredit.configs import register_config_nodes
 from agentcredit.paths import config_dir
+from agentcredit.records import check_output_path
 from agentcredit.secret_check import refuse_secrets
 
 
@@ -41,13 +42,18 @@ def main(cfg: DictConfig) -> None:
 
     load_env_file()
     hydra_cfg = HydraConfig.get()
+    path = Path(hydra_cfg.runtime.output_dir) / "trajectories.jsonl"
+    try:
+        check_output_path(path)  # before any rollout: a folder in its place would fail after the whole evaluation
+    except ValueError as err:
+        raise SystemExit(f"evaluate: {err}") from None
     try:
         cfg = evaluation_config(cfg, list(hydra_cfg.overrides.task))
         evaluation = evaluate_policy(cfg, build_components(cfg, base_policy=not cfg.ckpt_path))
     except Exception as err:
         exit_on_one_line_error(err)
         raise
-    path = write_trajectories(evaluation, Path(hydra_cfg.runtime.output_dir) / "trajectories.jsonl")
+    path = write_trajectories(evaluation, path)
     testbed = synthetic_world_figures(cfg, evaluation.components, evaluation.trajectories, evaluation.questions,
                                       oracle_queries=bool(cfg.oracle_queries))
     print(json.dumps(result_line(evaluation, path, testbed)), flush=True)

@@ -6,15 +6,19 @@ machine (or a fresh checkout, where outputs/ is empty): those jobs are then skip
 
 Each exported run (<arm>_seed<seed>.summary.json and .steps.csv, written by `scripts/compare.py --export`) gets
 its job folder (the name it was exported with) holding test_summary.json, which marks it finished and names
-where it came from, and metrics.csv. Job folders that already hold a test summary are left alone.
+where it came from, and metrics.csv. Job folders that already hold a test summary are left alone, and so are
+those holding an unfinished job's files (resume=true continues them); a summary that cannot be read, or
+whose job name is not one folder name (`..`, `a/b`, an absolute path), is left out with one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from agentcredit.comparison import UnreadableRun, restore_finished
+from agentcredit.comparison_runs import restore_finished
+from agentcredit.records import check_output_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,15 +26,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("exported", type=Path, help="folder of exported summaries (docs/results/<name>/)")
     parser.add_argument("sweep", type=Path, help="the sweep's folder (hydra.sweep.dir)")
     args = parser.parse_args(argv)
-    if not any(args.exported.glob("*.summary.json")):
+    if not args.exported.is_dir() or not any(args.exported.glob("*.summary.json")):
         parser.error(f"{args.exported} holds no exported *.summary.json")
     try:
-        written = restore_finished(args.exported, args.sweep)
-    except UnreadableRun as error:
+        check_output_path(args.sweep, kind="folder")
+    except ValueError as error:
         parser.error(str(error))
+    left_out = []
+
+    def warn(line: str) -> None:
+        left_out.append(line)
+        print(f"[restore] warning: {line}", file=sys.stderr, flush=True)
+
+    try:
+        written = restore_finished(args.exported, args.sweep, warn=warn)
+    except OSError as error:  # a full disk, a read-only folder: what was restored so far stays whole
+        raise SystemExit(f"restore: stopped: {error}") from None
     for folder in written:
         print(f"[restore] {folder}: finished (from its committed summary)")
-    print(f"[restore] {len(written)} finished jobs restored into {args.sweep}")
+    print(f"[restore] {len(written)} finished jobs restored into {args.sweep}"
+          f"{f' ({len(left_out)} left out, listed above)' if left_out else ''}")
     return 0
 
 

@@ -119,18 +119,18 @@ def _write_run(folder, name, metrics=ROWS, summary='{"test/accuracy": 0.5, "arm"
 
 
 DAMAGED_RUNS = {
-    "truncated test_summary.json": ({"summary": '{"test/accuracy": 0.5, "ar'}, "test_summary.json unreadable"),
-    "test_summary.json a list": ({"summary": "[0.5]"}, "holds a JSON list, not an object"),
-    "test_summary.json not UTF-8": ({"summary": b"\xff\xfe"}, "test_summary.json unreadable"),
-    "test accuracy a string": ({"summary": '{"test/accuracy": "high", "arm": "grpo"}'}, "a test metric is not a number"),
-    "seed a word": ({"summary": '{"test/accuracy": 0.5, "seed": "one"}'}, "seed 'one' is not an integer"),
-    "broken resolved_config.yaml": ({"config": "credit: [unclosed\n"}, "resolved_config.yaml unreadable"),
-    "resolved_config.yaml a list": ({"config": "- a\n"}, "is not a run's resolved config"),
+    "truncated test_summary.json": ({"summary": '{"test/accuracy": 0.5, "ar'}, "test_summary.json: not a readable record"),
+    "test_summary.json a list": ({"summary": "[0.5]"}, "test_summary.json: record: Input should be a valid dictionary"),
+    "test_summary.json not UTF-8": ({"summary": b"\xff\xfe"}, "test_summary.json: cannot be read (UnicodeDecodeError)"),
+    "test accuracy a string": ({"summary": '{"test/accuracy": "high", "arm": "grpo"}'}, "test_summary.json: test/accuracy: Input should be a valid number"),
+    "seed a word": ({"summary": '{"test/accuracy": 0.5, "seed": "one"}'}, "test_summary.json: seed: Input should be a valid integer"),
+    "broken resolved_config.yaml": ({"config": "credit: [unclosed\n"}, "resolved_config.yaml: unreadable (ParserError)"),
+    "resolved_config.yaml a list": ({"config": "- a\n"}, "resolved_config.yaml: not a run's resolved config"),
     "0-byte metrics.csv": ({"metrics": ""}, "cut short, no training step logged"),
     "header-only metrics.csv": ({"metrics": HEADER}, "cut short, no training step logged"),
     "killed before the test": ({"summary": None}, "cut short, no held-out test result (last logged step 1"),
-    "garbage in metrics.csv": ({"metrics": HEADER + "0,abc,1\n"}, "metrics.csv line 2: a value is not a number"),
-    "binary metrics.csv": ({"metrics": b"\xff\x00\xfe"}, "metrics.csv unreadable"),
+    "garbage in metrics.csv": ({"metrics": HEADER + "0,abc,1\n"}, "metrics.csv:2: values.train/reward: Input should be a valid number"),
+    "binary metrics.csv": ({"metrics": b"\xff\x00\xfe"}, "metrics.csv: not UTF-8 text"),
 }
 
 
@@ -159,7 +159,7 @@ def test_no_finished_run_is_one_line(tmp_path, capsys):
     (exported / "grpo_seed0.summary.json").write_text('{"name": "x"')
     with pytest.raises(SystemExit, match="no finished run"):
         main([str(exported)])
-    assert "grpo_seed0.summary.json unreadable" in capsys.readouterr().err
+    assert "grpo_seed0.summary.json: not a readable record" in capsys.readouterr().err
 
 
 def test_detectable_difference_by_hand():

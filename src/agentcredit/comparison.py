@@ -1,8 +1,5 @@
-"""Reading a comparison's runs and summarising them per arm (scripts/compare.py).
-
-A run is read either from its run folder (``metrics.csv``, ``test_summary.json``, ``resolved_config.yaml``)
-or from the two small files ``export_runs`` writes for it (``<job>.summary.json`` and ``<job>.steps.csv``),
-so a published comparison regenerates from what is committed under ``docs/results/<name>/``.
+"""Summarising a comparison's runs per arm (scripts/compare.py); reading, exporting and restoring the runs is
+`agentcredit.comparison_runs` (its names are re-exported here).
 
 Per arm, over seeds: final held-out accuracy (mean, 95% t-interval), the area under the training-reward
 curve (the mean of ``train/reward`` over steps, i.e. the area divided by the number of steps), policy
@@ -13,19 +10,24 @@ spread. ``paired`` compares each arm with GRPO seed by seed.
 
 from __future__ import annotations
 
-import csv
-import json
+import io
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from agentcredit.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
+    STEP_COLUMNS,
+    Run,
+    UnreadableRun,
+    cut_short,
+    export_runs,
+    read_exported,
+    read_run_folder,
+    read_runs,
+    restore_finished,
+)
+from agentcredit.records import atomic_write_bytes
+from agentcredit.records.run import TEST_KEYS  # noqa: F401
 
-# Per-step columns kept by the export (everything compare.py reads).
-STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
-                "rollout/tool_calls", "time/step_s", "credit/accepted", "credit/verified", "credit/extra_tokens",
-                "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share")
-TEST_KEYS = ("test/accuracy", "test/format_valid", "test/tool_calls", "test/invalid_tool_calls")
 # Two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table).
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
          12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
@@ -37,202 +39,6 @@ _T80 = {1: 1.376, 2: 1.061, 3: 0.978, 4: 0.941, 5: 0.920, 6: 0.906, 7: 0.896, 8:
 def _t_quantile(table: dict[int, float], df: int, large: float) -> float:
     """The table's value at df, else at the largest tabulated df below it (conservative), else `large`."""
     return table.get(df) or next((q for d, q in sorted(table.items(), reverse=True) if d <= df), large)
-
-
-@dataclass
-class Run:
-    name: str  # job folder name
-    arm: str
-    seed: int
-    test: dict[str, float]
-    steps: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> metric -> value
-
-    def series(self, key: str) -> list[tuple[int, float]]:
-        return [(s, row[key]) for s, row in sorted(self.steps.items()) if key in row]
-
-    def mean(self, key: str) -> float | None:
-        values = [v for _, v in self.series(key)]
-        return sum(values) / len(values) if values else None
-
-
-# ------------------------------------------------------------------ reading
-
-class UnreadableRun(ValueError):
-    """A run file that cannot be read; its message names the file and why, in one line."""
-
-
-def _read_steps(path: Path) -> dict[int, dict[str, float]]:
-    """metric values by step; of several rows for one step (a resumed run) the last value of each metric counts."""
-    steps: dict[int, dict[str, float]] = {}
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            for number, row in enumerate(csv.DictReader(f), start=2):
-                if not row.get("step"):
-                    continue
-                try:
-                    step = int(float(row["step"]))
-                    for key, value in row.items():
-                        if key != "step" and value not in (None, "") and (key in STEP_COLUMNS or key.startswith("test/")):
-                            steps.setdefault(step, {})[key] = float(value)
-                except (TypeError, ValueError):
-                    raise UnreadableRun(f"{path} line {number}: a value is not a number") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise UnreadableRun(f"{path} unreadable ({type(error).__name__})") from None
-    return steps
-
-
-def _read_json_object(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UnreadableRun(f"{path} unreadable ({type(error).__name__}: cut short or not JSON?)") from None
-    if not isinstance(value, dict):
-        raise UnreadableRun(f"{path} holds a JSON {type(value).__name__}, not an object")
-    return value
-
-
-def _read_config(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    try:
-        value = yaml.safe_load(path.read_bytes().decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise UnreadableRun(f"{path} unreadable ({type(error).__name__})") from None
-    if not isinstance(value, dict) or not isinstance(value.get("credit", {}), dict):
-        raise UnreadableRun(f"{path} is not a run's resolved config (no credit section)")
-    return value
-
-
-def _numbers(values: dict, keys, where: Path) -> dict[str, float]:
-    try:
-        return {k: float(values[k]) for k in keys if k in values}
-    except (TypeError, ValueError):
-        raise UnreadableRun(f"{where}: a test metric is not a number") from None
-
-
-def _arm_of(config: dict) -> str:
-    if config.get("arm"):
-        return str(config["arm"])
-    credit = (config.get("credit") or {}).get("name", "unknown")
-    judge = (config.get("judge") or {}).get("kind") if isinstance(config.get("judge"), dict) else None
-    return f"{credit}_{judge}" if credit == "prover" and judge else str(credit)
-
-
-def _seed(value, where: Path) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise UnreadableRun(f"{where}: seed {value!r} is not an integer") from None
-
-
-def read_run_folder(run: Path) -> Run:
-    config = _read_config(run / "resolved_config.yaml")
-    steps = _read_steps(run / "metrics.csv")
-    summary_path = run / "test_summary.json"
-    summary = _read_json_object(summary_path) if summary_path.exists() else {}
-    test = _numbers(summary, TEST_KEYS, summary_path)
-    if not test:  # no summary (killed before it was written): whatever test/ metrics the CSV holds
-        test = {k: v for row in steps.values() for k, v in row.items() if k in TEST_KEYS}
-    for row in steps.values():
-        for key in [k for k in row if k.startswith("test/")]:
-            del row[key]
-    arm = str(summary.get("arm") or _arm_of(config))
-    seed = _seed(summary.get("seed", config.get("seed", 0)), summary_path if "seed" in summary else run)
-    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r})
-
-
-def read_exported(summary_path: Path) -> Run:
-    summary = _read_json_object(summary_path)
-    if not all(k in summary for k in ("name", "arm", "seed")) or not isinstance(summary.get("test", {}), dict):
-        raise UnreadableRun(f"{summary_path} is not an exported summary (name, arm, seed, test)")
-    steps_path = summary_path.with_name(summary_path.name.replace(".summary.json", ".steps.csv"))
-    steps = _read_steps(steps_path) if steps_path.exists() else {}
-    return Run(str(summary["name"]), str(summary["arm"]), _seed(summary["seed"], summary_path),
-               _numbers(summary.get("test", {}), summary.get("test", {}), summary_path), steps)
-
-
-def cut_short(run: Run) -> str | None:
-    """Why a run did not finish (no training step logged, no held-out test result), or None."""
-    if not run.steps:
-        return "no training step logged (empty or header-only metrics.csv)"
-    if "test/accuracy" not in run.test:
-        return f"no held-out test result (last logged step {max(run.steps)}; killed before the end?)"
-    return None
-
-
-def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
-    """Every finished run under ``folder`` (run folders with metrics.csv, or exported summaries), and one
-    line per run left out: a file that cannot be read, or a run cut short. A comparison must not average a
-    run killed at step 3 with finished ones as if it were one more seed."""
-    folder = Path(folder)
-    exported = sorted(folder.glob("*.summary.json"))
-    paths = exported or sorted(p.parent for p in folder.rglob("metrics.csv"))
-    if not paths:
-        raise FileNotFoundError(f"{folder} holds no run (no metrics.csv below it) and no exported *.summary.json")
-    runs, left_out = [], []
-    for path in paths:
-        try:
-            run = read_exported(path) if exported else read_run_folder(path)
-        except UnreadableRun as error:
-            left_out.append(f"{path} left out: {error}")
-            continue
-        reason = cut_short(run)
-        if reason:
-            left_out.append(f"{path} left out: cut short, {reason}")
-        else:
-            runs.append(run)
-    return runs, left_out
-
-
-def export_runs(runs: list[Run], out: Path) -> list[Path]:
-    """``<job>.summary.json`` and ``<job>.steps.csv`` per run: small files a comparison regenerates from."""
-    out.mkdir(parents=True, exist_ok=True)
-    written, used = [], set()
-    for run in runs:
-        # Portable file names (job folders hold ':' and '+'): <arm>_seed<seed>, numbered if one repeats.
-        stem = base = f"{run.arm}_seed{run.seed}"
-        while stem in used:
-            stem = f"{base}_{len([u for u in used if u.startswith(base)])}"
-        used.add(stem)
-        summary = out / f"{stem}.summary.json"
-        summary.write_text(json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test}, indent=1) + "\n")
-        _write_steps(run, out / f"{stem}.steps.csv")
-        written.append(summary)
-    return written
-
-
-def _write_steps(run: Run, path: Path) -> None:
-    """The run's per-step STEP_COLUMNS as CSV (6 significant digits), renamed into place."""
-    columns = [c for c in STEP_COLUMNS if any(c in row for row in run.steps.values())]
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["step", *columns])
-        for step, row in sorted(run.steps.items()):
-            writer.writerow([step, *(f"{row[c]:.6g}" if c in row else "" for c in columns)])
-    tmp.replace(path)
-
-
-def restore_finished(exported: Path, sweep: Path) -> list[Path]:
-    """Give each exported run back its job folder under ``sweep`` (``test_summary.json`` and ``metrics.csv``),
-    so that ``resume=true`` on a machine without the sweep's folder skips it instead of training it again, and
-    compare.py reads the folder whole. A job folder that already holds a test summary is left as it is.
-    Returns the folders written."""
-    sweep.mkdir(parents=True, exist_ok=True)
-    written = []
-    for summary_path in sorted(Path(exported).glob("*.summary.json")):
-        run = read_exported(summary_path)
-        folder = sweep / run.name
-        if (folder / "test_summary.json").exists():
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_steps(run, folder / "metrics.csv")
-        summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
-        tmp = folder / "test_summary.json.tmp"  # renamed into place last: it marks the job finished
-        tmp.write_text(json.dumps(summary, indent=1) + "\n")
-        tmp.replace(folder / "test_summary.json")
-        written.append(folder)
-    return written
 
 
 # ------------------------------------------------------------------ statistics
@@ -400,6 +206,8 @@ def plot_learning_curves(runs: list[Run], path: Path, window: int = 5) -> Path:
     fig.suptitle("mean over seeds, band: ±1 sd over seeds")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
+    atomic_write_bytes(path, png.getvalue())  # a kill while it is written leaves the older picture whole
     return path

@@ -30,6 +30,7 @@ from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
 from agentcredit.configs import ConfigError, compose_config
 from agentcredit.env.reward import normalize_answer
+from agentcredit.records import atomic_write_text
 from agentcredit.validation import prepare_config
 from agentcredit.world.types import Question
 
@@ -46,7 +47,17 @@ def training_overrides(ckpt_path: str | None) -> list[str]:
     recorded = Path(ckpt_path).resolve().parents[1] / ".hydra" / "overrides.yaml"
     if not recorded.exists():
         return []
-    return [o for o in yaml.safe_load(recorded.read_text()) or [] if not o.startswith(("ckpt_path=", "resume=", "hydra."))]
+    try:
+        overrides = yaml.safe_load(recorded.read_bytes().decode("utf-8"))
+    # ValueError: an integer of thousands of digits; RecursionError: deep nesting.
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as err:
+        raise ConfigError(f"{recorded} cannot be read ({type(err).__name__}); pass the run's overrides "
+                          "on the command line instead") from None
+    if overrides is None:
+        return []
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(f"{recorded} is not a list of overrides; pass the run's overrides on the command line")
+    return [o for o in overrides if not o.startswith(("ckpt_path=", "resume=", "hydra."))]
 
 
 def merge_overrides(first: Sequence[str], then: Sequence[str]) -> list[str]:
@@ -217,12 +228,15 @@ def summarise(trajectories: Sequence[Trajectory], questions: Sequence[Question],
 
 
 def write_trajectories(evaluation: Evaluation, path: Path) -> Path:
-    """One JSON line per question: `Trajectory.summary()` with the question, its gold answer and template."""
-    with path.open("w") as f:
-        for question, trajectory in zip(evaluation.questions, evaluation.trajectories):
-            record = {"question": question.text, "gold_answer": question.answer, "template": question.template,
-                      **trajectory.summary()}
-            f.write(json.dumps(record, default=float) + "\n")
+    """One JSON line per question: `Trajectory.summary()` with the question, its gold answer and template
+    (records.run.QuestionOutcome is what scripts/success_by_hops.py reads back). Replaced whole: a kill
+    while it is written leaves no half of a file that looks like a smaller evaluation."""
+    lines = []
+    for question, trajectory in zip(evaluation.questions, evaluation.trajectories):
+        record = {"question": question.text, "gold_answer": question.answer, "template": question.template,
+                  **trajectory.summary()}
+        lines.append(json.dumps(record, default=float) + "\n")
+    atomic_write_text(path, "".join(lines))
     return path
 
 

@@ -17,7 +17,6 @@ from its last.ckpt (`lit/run_folder.py`); without it, a folder that already hold
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import os
@@ -67,13 +66,18 @@ def metric_by_step(metrics_csv: Path, name: str) -> list[float]:
     """A metric's values in step order from a run's metrics.csv ([] without the file or the metric).
     Of rows repeating a step (folders written before a resumed run dropped the rows after its
     checkpoint), the last counts."""
+    from agentcredit.records import RecordError
+    from agentcredit.records.run import read_steps_rows
+
     if not metrics_csv.is_file():
         return []
     by_step: dict[int, float] = {}
-    with metrics_csv.open(newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get(name):
-                by_step[int(float(row["step"]))] = float(row[name])
+    try:  # a damaged row is left out with one warning line: the closing line must not fail the run
+        for _, row in read_steps_rows(metrics_csv, (name,)):
+            if name in row.values:
+                by_step[row.step] = row.values[name]
+    except RecordError as err:
+        print(f"warning: {err}; its figures are left out", file=sys.stderr, flush=True)
     return [by_step[step] for step in sorted(by_step)]
 
 

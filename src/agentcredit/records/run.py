@@ -235,8 +235,9 @@ class BenchFigures(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    step_s: Annotated[Count, BeforeValidator(_no_bool)]
-    step_cpu_s: Annotated[Count, BeforeValidator(_no_bool)]
+    # Ratios divide by these: a step takes some time.
+    step_s: Annotated[Count, Field(gt=0), BeforeValidator(_no_bool)]
+    step_cpu_s: Annotated[Count, Field(gt=0), BeforeValidator(_no_bool)]
     tokens_per_s: Annotated[Count, BeforeValidator(_no_bool)]
     rollout_s: Annotated[Metric, BeforeValidator(_no_bool)]
     credit_s: Annotated[Metric, BeforeValidator(_no_bool)]
