@@ -97,7 +97,7 @@ _VALUE_PATTERNS = [
     ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b")),
     ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{8,}")),
     ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{20,}")),
     ("a GitLab, npm or PyPI token", re.compile(r"\b(?:glpat-[A-Za-z0-9_-]{16,}|npm_[A-Za-z0-9]{30,}|pypi-AgE[A-Za-z0-9_-]{30,})")),
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY")),
     ("a password in a URL", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@")),
