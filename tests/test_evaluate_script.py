@@ -108,3 +108,14 @@ def test_a_bad_evaluation_value_is_one_line(tmp_path, capsys, monkeypatch, bad, 
         evaluate_cli(*TINY, bad, f"hydra.run.dir={tmp_path}")
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == message
+
+
+@pytest.mark.parametrize("text", ["[unclosed", "a: 1", "- 1\n- 2", "- " + "7" * 5000, "[" * 5000, "\udcff"])
+def test_a_damaged_overrides_yaml_of_the_run_is_one_config_error(tmp_path, text):
+    from agentcredit.configs import ConfigError
+
+    recorded = tmp_path / "run" / ".hydra" / "overrides.yaml"
+    recorded.parent.mkdir(parents=True)
+    recorded.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(ConfigError, match=r"overrides\.yaml (cannot be read|is not a list of overrides)"):
+        training_overrides(str(tmp_path / "run" / "checkpoints" / "last.ckpt"))

@@ -143,9 +143,8 @@ OUTSIDE = Path("/tmp/agentcredit_fuzz_abs")
 
 
 def run_case(kind: str, content: bytes, tmp: Path) -> list[dict]:
-    """Each script that reads `kind` on `content` beside a good record: its outcome, whether the good run's
-    row was lost or mixed with the damaged one's (as one more seed of its arm), and whether anything was
-    written outside the folders it was given."""
+    """Each script that reads `kind` on `content` beside a good record: its outcome, whether the good run's row
+    was lost or mixed with the damaged one's, whether anything was written outside the folders it was given."""
     results = []
     box = tmp / "box"  # everything a command may write lies under box/<its folder>
     if kind in ("summary", "steps", "config"):
@@ -291,9 +290,8 @@ def test_any_text_in_resolved_config(text):
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(JSON_VALUES, st.fixed_dictionaries(
-    {"question": st.one_of(st.just("A > b?"), JSON_VALUES), "reward": JSON_VALUES,
-     "num_tool_turns": JSON_VALUES})), min_size=1, max_size=3))
+@given(lines=st.lists(st.one_of(JSON_VALUES, st.fixed_dictionaries({"question": st.one_of(st.just(
+    "A > b?"), JSON_VALUES), "reward": JSON_VALUES, "num_tool_turns": JSON_VALUES})), min_size=1, max_size=3))
 def test_any_json_lines_in_trajectories(lines):
     _one_case("trajectories", b"".join(_json(line) + b"\n" for line in lines))
 
@@ -302,7 +300,9 @@ def test_any_json_lines_in_trajectories(lines):
 @given(value=st.one_of(JSON_VALUES, st.fixed_dictionaries(
     {k: st.one_of(st.floats(), HUGE, JSON_VALUES) for k in ("step_s", "step_cpu_s", "tokens_per_s", "rollout_s")})))
 def test_any_json_line_of_a_bench_child(value):
-    child_figures = runpy.run_path(str(ROOT / "scripts" / "bench_step.py"))["child_figures"]
+    bench = runpy.run_path(str(ROOT / "scripts" / "bench_step.py"))
+    child_figures, launch_time = bench["child_figures"], bench["launch_time"]
+    assert [launch_time(t) for t in ("abc", "inf", "nan", "-1", None, "1e400", "12.5")] == [None] * 6 + [12.5]
     try:
         figures = child_figures(json.dumps(value), Path("tree"))
     except SystemExit as stop:

@@ -31,9 +31,11 @@ def same_rows(want: list[dict], have: list[dict]) -> bool:
 
 def files_of(job) -> dict:
     """Each file of a job folder -> (mtime, bytes), but for what Hydra itself writes at every launch (.hydra/,
-    and train.log, to which it appends)."""
+    and train.log, to which it appends) and the folder's lock, which every launch takes (lit/run_lock.py)."""
+    from agentcredit.lit.run_lock import LOCK_FILE
+
     return {p.relative_to(job): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(job.rglob("*"))
-            if p.is_file() and ".hydra" not in p.parts and p.name != "train.log"}
+            if p.is_file() and ".hydra" not in p.parts and p.name not in ("train.log", LOCK_FILE)}
 
 
 def test_a_sweep_killed_in_its_second_job_resumes_with_one_command(tiny_sweep, tmp_path):
