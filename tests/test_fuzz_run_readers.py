@@ -13,10 +13,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import runpy
 import shutil
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
