@@ -13,8 +13,10 @@ method listed gives its turn credit on the same rollouts through the path traini
 appended as each finishes: run again with hydra.run.dir=<folder> to finish an interrupted measurement),
 fidelity.json (every figure with its 95% bootstrap interval over questions), fidelity.md (the table),
 fidelity.png (credit against A*, one panel per method) and view/<method>/credit_samples.jsonl for
-scripts/view_credit.py (with an A* column); prints the summary as one JSON line. A bad value is one line
-on stderr, before any model loads.
+scripts/view_credit.py (with an A* column); prints the summary as one JSON line. A bad value, or an output
+path that cannot be written (export= naming a file, say), is one line on stderr, before any model loads.
+Records are read against agentcredit.records.fidelity's schemas: a damaged line of turns.jsonl (or one
+cut short by a kill) is left out with one warning naming file and line, and a rerun measures it again.
 """
 
 from __future__ import annotations

@@ -289,3 +289,17 @@ def test_fuzz_a_cut_tail_never_glues_the_next_record(tmp_path, tail):
         out.write(json.dumps(turns_record(1)) + "\n")
     indices = [r["index"] for r in read_records(path, warn=lambda message: None)]
     assert indices[0] == 0 and indices[-1] == 1
+
+
+def test_records_without_a_single_turn_are_one_line(tmp_path, capsys):
+    """Valid records whose rollouts all ended before acting leave nothing to draw from: one data error
+    line, not the bootstrap's traceback."""
+    record = turns_record(0)
+    for rollout in record["rollouts"]:
+        rollout.update(kinds=[], truth=[], truth_halves=[[], []], credit={label: [] for label in rollout["credit"]})
+    (tmp_path / "turns.jsonl").write_text(json.dumps(record) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        fidelity_cli(f"from_turns={tmp_path}", "bootstrap=3", f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("data error: no rollout") and "took a turn" in err[0]

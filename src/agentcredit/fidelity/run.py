@@ -304,7 +304,11 @@ def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boo
     Each file is replaced whole (a kill or a full disk leaves the earlier one)."""
     from agentcredit.fidelity.summary import json_ready, markdown, plot, summarise
     from agentcredit.records import atomic_write_text, safe_name
+    from agentcredit.world.user import UserDataError
 
+    if not any(rollout["truth"] for record in records for rollout in record["rollouts"]):
+        # every figure is over turns: with none, the bootstrap over questions has nothing to draw from
+        raise UserDataError(f"no rollout of the {len(records)} record(s) took a turn; there is no credit to compare")
     summary = summarise(records, threshold=threshold, n_boot=n_boot)
     if config is not None:
         summary["config"] = config
