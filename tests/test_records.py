@@ -13,6 +13,7 @@ from agentcredit.records import (
     RecordError,
     atomic_write_text,
     check_output_path,
+    json_line,
     parse_json,
     read_json_record,
     read_jsonl_records,
@@ -101,3 +102,11 @@ def test_check_output_path(tmp_path):
         check_output_path(tmp_path / "full", kind="folder", fresh=True)
     assert check_output_path(tmp_path / "new" / "out.md") == tmp_path / "new" / "out.md"
     assert check_output_path(tmp_path / "full", kind="folder") == tmp_path / "full"
+
+
+def test_json_line_writes_non_finite_numbers_as_null():
+    import numpy as np
+
+    line = json_line({"a": float("nan"), "b": [1.5, float("inf"), np.float32("-inf")], "c": np.float64(2.0), "d": "x"})
+    assert line.endswith("\n")
+    assert parse_json(line) == {"a": None, "b": [1.5, None, None], "c": 2.0, "d": "x"}

@@ -108,3 +108,9 @@ def test_metrics_writer_appends_every_save_and_widens_the_header_for_a_new_metri
     writer.save()
     assert list(csv.reader((tmp_path / "metrics.csv").open())) == [
         ["step", "train/loss", "val/accuracy"], ["0", "1.0", ""], ["1", "2.0", ""], ["1", "", "0.5"]]
+
+def test_drop_samples_reads_hostile_lines(tmp_path):
+    p = tmp_path / "credit_samples.jsonl"
+    p.write_bytes(b'{"step": 1}\n{"step": ' + b"9" * 5000 + b'}\n' + b"[" * 100000 + b"\n\xff\xfe\n{\"step\": 3}\n")
+    assert drop_samples_after_step(p, 2) == 4
+    assert p.read_text() == '{"step": 1}\n'

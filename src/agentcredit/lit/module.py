@@ -9,7 +9,6 @@ ProVer) is supplied by `CreditInputs`, chosen by what the registry entry declare
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollo
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
 from agentcredit.lit.shared_prefixes import prefix_plan, shared_token_logprobs
+from agentcredit.records import json_line
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
@@ -494,7 +494,7 @@ class AgentRLModule(L.LightningModule):
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
             for record in self._last_samples:
-                f.write(json.dumps(record, default=float) + "\n")
+                f.write(json_line(record))  # a NaN in a diagnostic is written as null, which readers accept
 
     def on_load_checkpoint(self, checkpoint):
         # Before Lightning loads it: weights of another shape, none at all, or no optimiser state would be

@@ -25,13 +25,12 @@ from __future__ import annotations
 import csv
 import errno
 import io
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentcredit.configs import ConfigError
-from agentcredit.records import atomic_write_text
+from agentcredit.records import atomic_write_text, parse_json
 
 FINISHED_MARK = "test_summary.json"  # written by train.write_test_summary after the held-out test
 METRICS_FILE = "metrics.csv"
@@ -132,13 +131,13 @@ def drop_samples_after_step(path: Path, step: int) -> int:
     taken (training step k writes k + 1), so the records of a checkpoint at step n are those up to n."""
     if not path.is_file():
         return 0
-    lines = path.read_text().splitlines()
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     keep = []
     for line in lines:
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill mid-write
+            record = parse_json(line)
+        except ValueError:
+            continue  # a line cut short by a kill mid-write, or one no reader would take
         if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
             keep.append(line)
     if len(keep) == len(lines):

@@ -13,7 +13,14 @@ Names read from files become paths only through `safe_name`; output paths are ch
 `check_output_path` before any work starts. Files are replaced only through `atomic_write_text`.
 """
 
-from agentcredit.records.files import atomic_write_bytes, atomic_write_text, check_output_path, safe_name
+from agentcredit.records.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    check_output_path,
+    finite_or_none,
+    json_line,
+    safe_name,
+)
 from agentcredit.records.reading import (
     RecordError,
     parse_json,
@@ -27,6 +34,8 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_output_path",
+    "finite_or_none",
+    "json_line",
     "parse_json",
     "read_json_record",
     "read_jsonl_records",

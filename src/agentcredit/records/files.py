@@ -3,6 +3,8 @@ names read from files into paths only after a check."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -43,6 +45,24 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def finite_or_none(value):
+    """A copy of a JSON-able value with NaN and ±inf floats (numpy's too) as None: JSON has no such numbers,
+    and every reader refuses the `NaN` that `json.dumps` would write."""
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(v) for v in value]
+    if isinstance(value, float) or type(value).__name__.startswith("float"):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def json_line(record) -> str:
+    """One JSON-lines record, non-finite numbers written as null, ending in a newline."""
+    return json.dumps(finite_or_none(record), default=float, allow_nan=False) + "\n"
 
 
 def safe_name(name: object, what: str = "name") -> str:

@@ -106,7 +106,7 @@ def read_json_record(path: str | Path, model: type[Model]) -> Model:
     """The one record a JSON file holds, validated; RecordError (one line naming the file) otherwise."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not part of the record
     except (OSError, UnicodeDecodeError) as err:
         raise RecordError(f"{path}: cannot be read ({type(err).__name__})") from None
     try:
