@@ -290,3 +290,18 @@ def test_job_folder_names_never_hold_a_secret():
 
     assert job_dirname("credit.K:1+credit:trace") == "credit.K:1+credit:trace"
     assert job_dirname(f"judge.apiKey:x+seed:1+extra.note:{LEAK}") == "judge.apiKey:redacted+seed:1+extra.note:redacted"
+
+
+def test_a_real_sweep_command_with_a_secret_in_an_experiment_file_writes_nothing(tmp_path):
+    """As a user types it (a subprocess, the default output folders under its working directory): the
+    probe's --config-dir case under -m, where Hydra had copied the key into .hydra/config.yaml."""
+    from tiny_runs import cli
+
+    conf = experiment_file(tmp_path, f"# @package _global_\nextra:\n  accessToken: {LEAK}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = cli("train.py", "-m", "--config-dir", conf, "experiment=leaky", "seed=0,1", *TINY, "trainer.max_steps=1",
+               cwd=work, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "extra.accessToken holds a secret in" in lines[0], done.stderr[-2000:]
+    assert LEAK not in done.stdout + done.stderr and list(work.iterdir()) == []
