@@ -50,3 +50,24 @@ def test_only_the_launching_process_takes_the_lock(tmp_path):
             assert worker is None
     with hold_run_folder(tmp_path):  # released at the end: the next run may start
         pass
+
+
+def test_the_command_is_refused_before_hydra_rewrites_the_running_runs_record(tmp_path):
+    """Hydra writes .hydra/ before the run takes the lock; train.py refuses a folder in use before that."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    record = run_dir / ".hydra" / "overrides.yaml"
+    record.write_text("- seed=1\n")
+    entry = Path(__file__).resolve().parents[1] / "train.py"
+    with FileLock(str(run_dir / LOCK_FILE), timeout=0):
+        done = subprocess.run([sys.executable, str(entry), f"hydra.run.dir={run_dir}", "seed=2", *TINY],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"config error: {run_dir} is in use by another run; wait until that run ends, "
+                                   "or choose another folder (hydra.run.dir)")
+    assert record.read_text() == "- seed=1\n"
+    assert sorted(p.name for p in run_dir.iterdir()) == [".hydra", LOCK_FILE]

@@ -72,3 +72,22 @@ def hold_run_folder(run_dir: Path, environ: dict | None = None) -> Iterator[Path
         yield path
     finally:
         lock.release()
+
+
+def folder_in_use(run_dir: Path) -> bool:
+    """Whether another process holds `run_dir`'s lock right now: taken and released at once, so that a
+    command can be refused before Hydra writes its `.hydra/` record into a folder another run holds."""
+    path = Path(run_dir) / LOCK_FILE
+    if not path.is_file():
+        return False
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False  # the run itself reports a folder it cannot lock, in one line
+    lock.release()
+    return False
