@@ -10,7 +10,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "agentcredit"
 
 # area -> areas it may import (besides itself and the base modules). Anything else runs up a layer.
-BASE = {"credit", "configs", "paths", "secret_keys", "checkpoint_file", "sweep", "records", "agentcredit"}
+BASE = {"credit", "configs", "paths", "secret_keys", "checkpoint_file", "sweep", "records", "preemption", "secret_check", "agentcredit"}
 ALLOWED = {
     "credit": set(),
     "env": set(),
@@ -26,7 +26,8 @@ ALLOWED = {
     "evaluate": {"validation", "compose", "lit", "models", "agent", "env", "world"},
     "train": {"validation", "compose", "evaluate", "testbed", "lit", "judge", "models", "agent", "env", "world"},
     "fidelity": {"validation", "compose", "evaluate", "lit", "judge", "models", "agent", "env", "world"},
-    "comparison": set(),
+    "comparison": {"comparison_runs"},
+    "comparison_runs": set(),
 }
 
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcredit import memory_bounds
+from agentcredit.agent import machine_memory
+from agentcredit.models import memory_bounds
 from agentcredit.configs import ConfigError, compose_config, plain
 from tiny_runs import TINY, tiny_config
 
@@ -21,9 +22,9 @@ SHORT = {"max_tool_turns": 2, "max_turn_tokens": 16, "max_obs_tokens": 128, "max
 @pytest.fixture
 def machine(monkeypatch):
     """An idle 8 GiB machine without CUDA, whatever runs the tests."""
-    monkeypatch.setattr(memory_bounds, "total_memory", lambda: (8 * GIB, "RAM on this machine"))
-    monkeypatch.setattr(memory_bounds, "available_memory", lambda: (6 * GIB, "available RAM"))
-    monkeypatch.setattr(memory_bounds, "device_memory", lambda: None)
+    monkeypatch.setattr(machine_memory, "total_memory", lambda: (8 * GIB, "RAM on this machine"))
+    monkeypatch.setattr(machine_memory, "available_memory", lambda: (6 * GIB, "available RAM"))
+    monkeypatch.setattr(machine_memory, "device_memory", lambda: None)
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_a_training_group_no_machine_holds_is_one_line_before_anything_loads(tmp
 
 
 def test_on_a_gpu_the_device_memory_is_the_limit(machine, monkeypatch):
-    monkeypatch.setattr(memory_bounds, "device_memory", lambda: (80 * GIB, "memory on CUDA device 0 (H100)"))
+    monkeypatch.setattr(machine_memory, "device_memory", lambda: (80 * GIB, "memory on CUDA device 0 (H100)"))
     rollout = {**SHORT, "group_size": 1000}
     data = {"prompts_per_step": 64}  # 64,000 rows x 176 tokens x 3152 bytes = 33 GiB: more than 8 GiB of RAM
     assert memory_bounds.training_memory_problem(data, rollout, TINY_MODEL, {"accelerator": "gpu"}, {}) is None
@@ -109,7 +110,7 @@ def test_kv_cache_gib_against_the_machine(machine, monkeypatch):
     assert kv_cache_machine_problem(VLLMSettings(kv_cache_gib=7.0)) == (
         "rollout.vllm.kv_cache_gib=7 (7.0 GiB) is more than the 6.0 GiB of available RAM; set "
         "rollout.vllm.kv_cache_gib to at most 6")
-    monkeypatch.setattr(memory_bounds, "device_memory", lambda: (141 * GIB, "memory on CUDA device 0 (H200)"))
+    monkeypatch.setattr(machine_memory, "device_memory", lambda: (141 * GIB, "memory on CUDA device 0 (H200)"))
     assert kv_cache_machine_problem(VLLMSettings(kv_cache_gib=100.0)) is None  # on the device, not in RAM
     assert "of memory on CUDA device 0 (H200)" in kv_cache_machine_problem(VLLMSettings(kv_cache_gib=1e30))
     for bad in (float("inf"), float("nan"), -1e308):

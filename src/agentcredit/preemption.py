@@ -96,15 +96,6 @@ def closing_line(err: Preempted, run_dir: Path, command: str | None) -> str:
     return f"[agentcredit] stopped by SIGTERM {where} ({saved})" + (f"; resume: {command}" if command else "")
 
 
-def stopped_at(trainer, stage: str) -> Preempted:
-    """`Preempted` with the step `trainer` reached and the one its last.ckpt callback wrote last."""
-    from agentcredit.lit.callbacks import LastCheckpoint
-
-    last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
-    saved = last._last_global_step_saved if last is not None and last._last_checkpoint_saved else None
-    return Preempted(step=int(trainer.global_step), saved=saved, stage=stage)
-
-
 def is_sigterm_stop(err: BaseException) -> bool:
     """Whether `err` is Lightning's SIGTERMException (its loops stop with it) or this module's Preempted."""
     if isinstance(err, Preempted):

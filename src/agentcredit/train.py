@@ -31,7 +31,7 @@ from agentcredit.configs import ConfigError, plain, run_dir_path
 from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
 from agentcredit.lit.run_lock import FolderInUse, hold_run_folder, launching_rank
 from agentcredit import preemption
-from agentcredit.preemption import Preempted, is_sigterm_stop, stopped_at
+from agentcredit.preemption import Preempted, is_sigterm_stop
 from agentcredit.validation import prepare_config
 from agentcredit.world.user import UserDataError
 
@@ -101,6 +101,15 @@ def run_summary(metrics_csv: Path) -> str:
     if mixed:
         text += f" train/groups_mixed mean={sum(mixed) / len(mixed):.4f}"
     return text
+
+
+def stopped_at(trainer, stage: str) -> Preempted:
+    """`Preempted` with the step `trainer` reached and the one its last.ckpt callback wrote last."""
+    from agentcredit.lit.callbacks import LastCheckpoint
+
+    last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+    saved = last._last_global_step_saved if last is not None and last._last_checkpoint_saved else None
+    return Preempted(step=int(trainer.global_step), saved=saved, stage=stage)
 
 
 def run(cfg: DictConfig) -> float:

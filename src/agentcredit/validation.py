@@ -197,7 +197,7 @@ def _check_engine_world(trainer: dict, rollout: dict) -> None:
 
 def _check_rollout_memory(cfg: DictConfig, credit: dict) -> None:
     """Rows decoded together (group size x prompts, continuations, a test batch) against the machine's memory."""
-    from agentcredit.memory_bounds import training_memory_problem
+    from agentcredit.models.memory_bounds import training_memory_problem
 
     problem = training_memory_problem(plain(cfg.data), plain(cfg.rollout), plain(cfg.model), plain(cfg.trainer), credit)
     _require(problem is None, problem or "")

@@ -50,7 +50,7 @@ def check_fidelity_settings(cfg: DictConfig) -> None:
     except checks.ValueProblem as err:
         raise ConfigError(str(err)) from None
     # group_size=100000000 was accepted and grew without bound: rows decoded together against the machine
-    from agentcredit.memory_bounds import fidelity_memory_problem
+    from agentcredit.models.memory_bounds import fidelity_memory_problem
 
     problem = fidelity_memory_problem(settings, plain(cfg.model), plain(cfg.rollout), plain(cfg.trainer))
     if problem:

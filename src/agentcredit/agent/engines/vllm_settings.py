@@ -178,7 +178,7 @@ def kv_cache_machine_problem(s: VLLMSettings) -> str | None:
     """Whether the machine has `kv_cache_gib` at all: vLLM allocates the whole cache when the engine starts,
     after the policy has loaded (kv_cache_gib=1e30 failed there with a 105-line traceback). On CUDA the cache
     goes on the device, so its memory is the limit; on CPU it is the RAM available now."""
-    from agentcredit.memory_bounds import available_memory, device_memory, gib
+    from agentcredit.agent.machine_memory import available_memory, device_memory, gib
 
     if s.kv_cache_gib is None:
         return None

@@ -13,14 +13,17 @@ so it is compared with the machine's whole memory, not with what other processes
 moment, and a setting is refused only where even an idle machine could not hold its rows at their
 limits, in one line that names the knob, the estimate and the limit. (rollout.vllm.kv_cache_gib is
 allocated whole when the engine starts: that one is compared with the memory available now,
-agent/engines/vllm_settings.py.)
+agent/engines/vllm_settings.py; the machine's figures: agent/machine_memory.py.)
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
+
+from agentcredit.agent import machine_memory
+from agentcredit.agent.machine_memory import gib
+from agentcredit.models.shape import attention_shape
 
 # A rollout's token records: input_ids, loss_mask, turn_ids and old_logprobs as Python lists (measured 90 bytes a
 # token with tracemalloc on a 10,000-token Trajectory); 80 keeps the estimate below what is held.
@@ -28,58 +31,10 @@ TOKEN_RECORD_BYTES = 80
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def _psutil():
-    try:
-        import psutil
-    except ImportError:  # not a dependency of the project: os.sysconf below
-        return None
-    return psutil
-
-
-def available_memory() -> tuple[int, str] | None:
-    """(bytes, what) of host memory a new allocation can take now; None where the platform does not say."""
-    psutil = _psutil()
-    if psutil is not None:
-        return int(psutil.virtual_memory().available), "available RAM"
-    try:  # free pages only (no reclaimable cache): lower than psutil's figure, so never a looser bound
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free RAM"
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def total_memory() -> tuple[int, str] | None:
-    """(bytes, what) of this machine's RAM (or the container's limit where psutil reports it); None where unknown."""
-    psutil = _psutil()
-    if psutil is not None:
-        return int(psutil.virtual_memory().total), "RAM on this machine"
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "RAM on this machine"
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def device_memory() -> tuple[int, str] | None:
-    """(bytes, what) of CUDA device 0's memory where CUDA is usable, else None."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    props = torch.cuda.get_device_properties(0)
-    return int(props.total_memory), f"memory on CUDA device 0 ({props.name})"
-
-
 def rollout_memory(trainer: Mapping[str, Any]) -> tuple[int, str] | None:
     """Where rollouts keep their KV cache: the GPU when the run trains on one (and CUDA is usable), else RAM."""
     on_gpu = str(trainer.get("accelerator", "cpu")) in ("gpu", "cuda", "auto")
-    return (device_memory() if on_gpu else None) or total_memory()
-
-
-def gib(n: float) -> str:
-    """Bytes as a short figure (MiB up to a GiB, then GiB, TiB, PiB)."""
-    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n / 2**20:.1f} MiB"
+    return (machine_memory.device_memory() if on_gpu else None) or machine_memory.total_memory()
 
 
 def row_tokens(rollout: Mapping[str, Any]) -> int:
@@ -92,8 +47,6 @@ def row_tokens(rollout: Mapping[str, Any]) -> int:
 def bytes_per_token(model: Mapping[str, Any], rollout: Mapping[str, Any]) -> tuple[int, str]:
     """(bytes, how) one token of a row holds: its records, and with the HF engine its KV cache (a key and a
     value per layer and KV head). vLLM keeps its cache in its own fixed pool (rollout.vllm.kv_cache_gib)."""
-    from agentcredit.models.shape import attention_shape
-
     shape = attention_shape(model) if rollout.get("engine", "hf") == "hf" else None
     if shape is None:
         return TOKEN_RECORD_BYTES, f"{TOKEN_RECORD_BYTES} bytes of token records"
