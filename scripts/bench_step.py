@@ -32,6 +32,16 @@ to the wall time of an idle core (with more threads it also counts their waiting
 first step (imports, world, policy, Lightning); config_error_s (with --against) is the time `python train.py`
 takes to print the one-line error of a bad value (rollout.group_size=1).
 
+Distance to the machine's limit (models/flops.py's formula, the built policy's shape): rollout_forward_gflops,
+update_forward_gflops, update_backward_gflops are the matrix products of the sampler's forwards (over
+rollout_forward_tokens: prompts, samples, observations; a history rows share once, idle slots never), of every
+update forward and of the backward (2 × the forwards it runs through), a token attending over the keys it sees,
+padding never counted; their *_gflop_s: median GFLOPs over median seconds. matmul_gflop_s: this process's fp32
+rate on a 1024³ torch.matmul at the step's threads, after the steps; matmul_model_shape_gflop_s: on the model's
+MLP product (matmul_model_shape_tokens, the update's mean tokens per forward, × hidden → intermediate);
+update_share_of_matmul_rate: the update's forward and backward GFLOP/s over matmul_gflop_s. A revision without
+models/flops.py (--against's older side) prints none of these.
+
 With --against REV the revision and this tree (as it is at the start, uncommitted changes to
 tracked files included) are checked out into temporary worktrees and both sides run
 --repeats times, alternating (REV first), each in its own process with the same overrides and
@@ -61,6 +71,8 @@ LAUNCH_ENV = "AGENTCREDIT_BENCH_LAUNCHED"  # wall-clock time the parent started 
 # ---------------------------------------------------------------------------------------- one side
 def instrument(steps: list[dict]) -> None:
     """Wrap the module's, the worker's and the sampler's methods so each step's parts add up in steps[-1]."""
+    import torch
+
     import agentcredit.lit.module as module_mod
     from agentcredit.agent.rollout import RolloutWorker
     from agentcredit.agent.sampling import TurnSampler
@@ -68,7 +80,7 @@ def instrument(steps: list[dict]) -> None:
 
     phase = ["idle"]
 
-    def wrap(owner, name, key, *, set_phase=None):
+    def wrap(owner, name, key, *, set_phase=None, count=None):
         original = getattr(owner, name, None)
         if original is None:
             return
@@ -77,6 +89,8 @@ def instrument(steps: list[dict]) -> None:
             previous = phase[0]
             if set_phase:
                 phase[0] = set_phase
+            if count and steps:  # before the timer: counting is no part of what it times
+                add_work(f"{phase[0]}_forward", count(*args))
             start = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -87,6 +101,18 @@ def instrument(steps: list[dict]) -> None:
                 phase[0] = previous
 
         setattr(owner, name, wrapper)
+
+    update_runs: list = []  # the update batch's runs, set where it is padded
+
+    def add_work(part: str, runs) -> None:
+        # Runs of n tokens after `start` cached ones, `head` of them onto the vocabulary: forward_flops' counts (token
+        # j of n sees start + j keys). The backward runs through the forwards with a graph (not TIS's no-grad π_old).
+        for name in (part, f"{part}_grad") if torch.is_grad_enabled() else (part,):
+            steps[-1][f"{name}_calls"] += 1
+            for start, n, head in runs:
+                steps[-1][f"{name}_tokens"] += n
+                steps[-1][f"{name}_contexts"] += n * start + n * (n + 1) // 2
+                steps[-1][f"{name}_head"] += head
 
     original_step = AgentRLModule.training_step
 
@@ -112,6 +138,9 @@ def instrument(steps: list[dict]) -> None:
         if steps and phase[0] == "update":
             steps[-1]["update_padded_tokens"] += batch["input_ids"].numel()
             steps[-1]["update_real_tokens"] += int(batch["attention_mask"].sum())
+            # Whatever the padding, a real token sees the real ones up to itself; token_logprobs' head runs on the loss's.
+            rows = zip(batch["attention_mask"].sum(-1).tolist(), batch["loss_mask"][:, 1:].sum(-1).tolist())
+            update_runs[:] = [(0, n, head) for n, head in rows]
         return batch
 
     module_mod.pad_batch = pad_batch
@@ -139,17 +168,23 @@ def instrument(steps: list[dict]) -> None:
                 ran = sum(len(chunk[i].input_ids) - n for i, _, n in plan)
                 steps[-1]["update_padded_tokens"] += ran - batch["input_ids"].numel()
                 steps[-1]["update_real_tokens"] += ran - int(batch["attention_mask"].sum())
+            # Each rollout runs from n over its parent's n keys; its head from max(n, 1).
+            ends = [(n, len(chunk[i].input_ids), batch["loss_mask"][i]) for i, _, n in plan]
+            update_runs[:] = [(n, end - n, int(mask[max(n, 1):end].sum())) for n, end, mask in ends]
             return shared_logprobs(self, chunk, batch, plan, temperature)
 
         AgentRLModule._shared_logprobs = counted_shared_logprobs
     wrap(AgentRLModule, "_log_step", "log_s", set_phase="log")
     wrap(AgentRLModule, "_remember_samples", "remember_s", set_phase="log")
-    for name in ("_packed", "_decode", "_prefill"):
-        wrap(TurnSampler, name, "forward_s")
+    # A decoding row feeds one token after its cache, a queued row its prefill; each samples at one position.
+    wrap(TurnSampler, "_packed", "forward_s", count=lambda s, decoding, queued: [(r.length, 1, 1) for r in decoding]
+         + [(r.length, len(r.queued), 1) for r in queued])
+    wrap(TurnSampler, "_decode", "forward_s", count=lambda s, feed: [(m[0].length, 1, 1) for m in s.slots if m and m[0].decoding])
+    wrap(TurnSampler, "_prefill", "forward_s", count=lambda s, rows: [(r.length, len(r.queued), 1) for r in rows])
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
-    wrap(module_mod, "token_logprobs", "forward_s")
-    wrap(module_mod, "shared_token_logprobs", "forward_s")
+    wrap(module_mod, "token_logprobs", "forward_s", count=lambda *_: update_runs)
+    wrap(module_mod, "shared_token_logprobs", "forward_s", count=lambda *_: update_runs)
     wrap(AgentRLModule, "manual_backward", "backward_s")
     original_finish = RolloutWorker._finish
 
@@ -161,8 +196,8 @@ def instrument(steps: list[dict]) -> None:
     RolloutWorker._finish = finish
 
 
-def split(parts: Counter) -> dict:
-    """One step's figures from its raw timers."""
+def split(parts: Counter, shape=None) -> dict:
+    """One step's figures from its raw timers; with the policy's DecoderShape (models/flops.py), its GFLOPs."""
     rollout, update, step = parts["rollout_s"], parts["update_s"], parts["step_s"]
     out = {
         "step_s": step,
@@ -186,6 +221,11 @@ def split(parts: Counter) -> dict:
         "update_skipped_share": parts["update_skipped_share"],
         "update_forward_share": parts.get("update_forward_share", 1.0),
     }
+    if shape is not None:
+        from agentcredit.models.flops import step_gflops
+
+        out["rollout_forward_tokens"] = parts["rollout_forward_tokens"]
+        out.update(step_gflops(shape, parts))
     return out
 
 
@@ -228,8 +268,17 @@ def run_side(args, overrides: list[str]) -> dict:
     if len(steps) < total:
         raise SystemExit(f"bench_step: only {len(steps)} of {total} steps ran")
     steps[-1]["period_s"] = ended - steps[-1]["started"]
-    timed = [split(s) for s in steps[args.warmup:]]
+    try:
+        from agentcredit.models import flops
+    except ImportError:  # a revision before the FLOPs figures
+        flops = None
+    shape = flops and flops.decoder_shape(components.policy.config.to_dict())
+    timed = [split(s, shape) for s in steps[args.warmup:]]
     figures = {key: statistics.median(s[key] for s in timed) for key in timed[0]}
+    if shape:  # the machine's own rates at this process's threads, set beside the step's
+        calls, tokens = (sum(s[f"update_forward_{k}"] for s in steps[args.warmup:]) for k in ("calls", "tokens"))
+        figures.update(flops.matmul_rates(shape, max(round(tokens / max(calls, 1)), 1)))
+        figures.update(flops.achieved_rates(figures, figures["matmul_gflop_s"]))
     figures["steps"] = [round(s["step_s"], 3) for s in timed]
     figures["first_step_s"] = split(steps[0])["step_s"]
     figures["startup_s"] = steps[0]["wall_started"] - (launched or started)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = ["model.warm_start=false", "model.hidden_size=64", "model.num_heads=2", "model.num_kv_heads=2",
               "model.intermediate_size=128", "model.vocab_size=800", "env.retriever=bm25",
@@ -81,6 +83,17 @@ def test_bench_step_splits_a_step_and_counts_padding():
     assert out["padding_share"] == 0.0  # padding-free micro-batches (train.padding_free=auto, on one thread)
     assert out["sampled_tokens"] > 0 and out["update_tokens"] >= out["sampled_tokens"] and out["update_skipped_share"] == 0.0
     assert out["step_cpu_s"] > 0  # the process's CPU time in the step, beside its wall time
+    # The distance to the machine's limit: each part's GFLOPs over its seconds, beside a plain matmul's rate.
+    for part in ("rollout_forward", "update_forward", "update_backward"):
+        assert out[f"{part}_gflops"] > 0 and out[f"{part}_gflop_s"] > 0
+        assert out[f"{part}_gflop_s"] == pytest.approx(out[f"{part}_gflops"] / out[f"{part}_s"], rel=0.01, abs=1e-3)
+    # The sampler ran on prompts and observations besides the sampled tokens; with the KL term and no TIS the
+    # update ran each batch once, with a graph: its backward is twice its forward.
+    assert out["rollout_forward_tokens"] > out["sampled_tokens"]
+    assert out["update_backward_gflops"] == pytest.approx(2 * out["update_forward_gflops"], abs=2e-4)
+    assert out["matmul_gflop_s"] > 0 and out["matmul_model_shape_gflop_s"] > 0 and out["matmul_model_shape_tokens"] >= 1
+    update_rate = (out["update_forward_gflops"] + out["update_backward_gflops"]) / (out["update_forward_s"] + out["update_backward_s"])
+    assert out["update_share_of_matmul_rate"] == pytest.approx(update_rate / out["matmul_gflop_s"], rel=0.01, abs=1e-3)
 
 
 def test_bench_step_split_of_hand_made_timers():
