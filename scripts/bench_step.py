@@ -33,14 +33,13 @@ first step (imports, world, policy, Lightning); config_error_s (with --against) 
 takes to print the one-line error of a bad value (rollout.group_size=1).
 
 Distance to the machine's limit (models/flops.py's formula, the built policy's shape): rollout_forward_gflops,
-update_forward_gflops, update_backward_gflops are the matrix products of the sampler's forwards (over
+update_forward_gflops, update_backward_gflops: the matrix products of the sampler's forwards (over
 rollout_forward_tokens: prompts, samples, observations; a history rows share once, idle slots never), of every
-update forward and of the backward (2 × the forwards it runs through), a token attending over the keys it sees,
-padding never counted; their *_gflop_s: median GFLOPs over median seconds. matmul_gflop_s: this process's fp32
-rate on a 1024³ torch.matmul at the step's threads, after the steps; matmul_model_shape_gflop_s: on the model's
-MLP product (matmul_model_shape_tokens, the update's mean tokens per forward, × hidden → intermediate);
-update_share_of_matmul_rate: the update's forward and backward GFLOP/s over matmul_gflop_s. A revision without
-models/flops.py (--against's older side) prints none of these.
+update forward, of the backward (2 × the forwards it runs through), each token over the keys it sees, no padding;
+their *_gflop_s: median GFLOPs over median seconds. matmul_gflop_s: this process's fp32 rate on a 1024³ matmul at
+the step's threads, after the steps; matmul_model_shape_gflop_s: on the model's MLP product, tokens × hidden →
+intermediate (matmul_model_shape_tokens: the update's mean per forward, else the sampler's); update_share_of_matmul_rate:
+the update's forward and backward GFLOP/s over matmul_gflop_s. Not printed by a revision without models/flops.py.
 
 With --against REV the revision and this tree (as it is at the start, uncommitted changes to
 tracked files included) are checked out into temporary worktrees and both sides run
@@ -275,8 +274,9 @@ def run_side(args, overrides: list[str]) -> dict:
     shape = flops and flops.decoder_shape(components.policy.config.to_dict())
     timed = [split(s, shape) for s in steps[args.warmup:]]
     figures = {key: statistics.median(s[key] for s in timed) for key in timed[0]}
-    if shape:  # the machine's own rates at this process's threads, set beside the step's
-        calls, tokens = (sum(s[f"update_forward_{k}"] for s in steps[args.warmup:]) for k in ("calls", "tokens"))
+    if shape:  # the machine's own rates at this process's threads; the model's product as the update (if any) ran it
+        part = "update_forward" if any(s["update_forward_calls"] for s in steps[args.warmup:]) else "rollout_forward"
+        calls, tokens = (sum(s[f"{part}_{k}"] for s in steps[args.warmup:]) for k in ("calls", "tokens"))
         figures.update(flops.matmul_rates(shape, max(round(tokens / max(calls, 1)), 1)))
         figures.update(flops.achieved_rates(figures, figures["matmul_gflop_s"]))
     figures["steps"] = [round(s["step_s"], 3) for s in timed]
