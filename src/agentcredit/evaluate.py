@@ -14,7 +14,6 @@ eval_seed, batch_size, oracle_queries) are declared in conf/eval.yaml.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
 from agentcredit.configs import ConfigError, compose_config
 from agentcredit.env.reward import normalize_answer
-from agentcredit.records import atomic_write_text
+from agentcredit.records import atomic_write_text, json_line
 from agentcredit.validation import prepare_config
 from agentcredit.world.types import Question
 
@@ -235,7 +234,7 @@ def write_trajectories(evaluation: Evaluation, path: Path) -> Path:
     for question, trajectory in zip(evaluation.questions, evaluation.trajectories):
         record = {"question": question.text, "gold_answer": question.answer, "template": question.template,
                   **trajectory.summary()}
-        lines.append(json.dumps(record, default=float) + "\n")
+        lines.append(json_line(record))  # a non-finite figure as null: every reader refuses NaN
     atomic_write_text(path, "".join(lines))
     return path
 

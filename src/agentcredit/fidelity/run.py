@@ -303,7 +303,7 @@ def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boo
     """fidelity.json (every figure), fidelity.md (the table), fidelity.png; viewer samples per method.
     Each file is replaced whole (a kill or a full disk leaves the earlier one)."""
     from agentcredit.fidelity.summary import json_ready, markdown, plot, summarise
-    from agentcredit.records import atomic_write_text, safe_name
+    from agentcredit.records import atomic_write_text, json_line, safe_name
     from agentcredit.world.user import UserDataError
 
     if not any(rollout["truth"] for record in records for rollout in record["rollouts"]):
@@ -320,7 +320,7 @@ def write_reports(records: list[dict], out_dir: Path, *, threshold: float, n_boo
         for label in records[0]["methods"]:
             folder = out_dir / "view" / safe_name(label, "method")
             folder.mkdir(parents=True, exist_ok=True)
-            lines = [json.dumps(sample, default=float) + "\n" for sample in viewer_samples(records, label, samples, step)]
+            lines = [json_line(sample) for sample in viewer_samples(records, label, samples, step)]  # NaN as null, as training writes them
             atomic_write_text(folder / "credit_samples.jsonl", "".join(lines))
     return summary
 
