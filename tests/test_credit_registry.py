@@ -30,8 +30,10 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "credit"
 
 def test_builtin_methods_and_their_requirements():
     assert {"grpo", "trace", "prover", "gspo"} <= set(available_credits())
-    assert get_credit("trace").needs_reference_scores and not get_credit("trace").needs_segment_verification
-    assert get_credit("prover").needs_segment_verification and not get_credit("prover").needs_reference_scores
+    assert get_credit("trace").inputs == ("reference_scores",)
+    assert get_credit("prover").inputs == ("verified_segment",)
+    assert get_credit("gigpo").inputs == ("state_keys",) and get_credit("spo-chain").inputs == ("chain_values",)
+    assert get_credit("grpo").inputs == () and not get_credit("grpo").reads("reference_scores")
     assert get_credit("gspo").ratio_level == "sequence"
     assert get_credit("grpo").ratio_level == "token"
 
@@ -193,3 +195,33 @@ def test_split_routes_knobs():
     split = split_credit_config(cfg)
     assert split.advantage["K"] == 0 and split.loss["tis_cap"] == 2.0
     assert split.run == {"reference_path": None} and "name" not in split.advantage
+
+
+def test_a_method_declares_named_inputs_and_an_unknown_one_is_refused():
+    with pytest.raises(ValueError, match="unknown credit input"):
+        register_credit("throwaway-bad-input", inputs=("reference_score",))(lambda group, *, x=1: None)
+    assert "throwaway-bad-input" not in available_credits()
+    with pytest.raises(ValueError, match="unknown credit input"):
+        get_credit("grpo").reads("nonsense")
+
+
+def test_the_orchestrator_builds_exactly_the_declared_inputs():
+    """build_group calls the builder of each declared input and no other."""
+    from unittest import mock
+
+    from agentcredit.agent.trajectory import Trajectory
+    from agentcredit.lit import credit_inputs
+
+    traj = Trajectory(question_id="q", input_ids=[1, 2, 3], loss_mask=[0, 1, 1], turn_ids=[P, 0, A],
+                      boundaries=[1, 2], snapshots=[None, None], old_logprobs=[0.0, 0.0, 0.0], reward=1.0)
+    called = []
+    builders = {name: (lambda req, name=name: called.append(name) or (None, {})) for name in credit_inputs.INPUT_BUILDERS}
+    builders["state_keys"] = lambda req: called.append("state_keys") or ([torch.tensor([5, 6])], {"k": 1})
+    register_credit("throwaway-keys", inputs=("state_keys",))(lambda group, *, x=1: None)
+    try:
+        with mock.patch.dict(credit_inputs.INPUT_BUILDERS, builders):
+            group, logs = credit_inputs.build_group(get_credit("throwaway-keys"), {}, [traj], None, None, None)
+    finally:
+        unregister_credit("throwaway-keys")
+    assert called == ["state_keys"] and logs == {"k": 1}
+    assert group.state_keys[0].tolist() == [5, 6] and group.mean_logprobs is None

@@ -133,7 +133,7 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
     from agentcredit.models.reference_scorer import ScoringItem, score_batch
 
     model_cfg = plain(cfg.model)
-    needs_reference = method.needs_reference_scores or credit.loss.get("kl_coef", 0) > 0
+    needs_reference = method.reads("reference_scores") or credit.loss.get("kl_coef", 0) > 0
     reference = None
     if needs_reference:
         path = credit.run.get("reference_path")
@@ -148,7 +148,7 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
         return score_batch(ref, [ScoringItem(torch.tensor(i), b, o, a) for i, b, o, a in items])
 
     segment_verifier = None
-    if method.needs_segment_verification:
+    if method.reads("verified_segment"):
         from agentcredit.judge.verification import make_segment_verifier
         from agentcredit.judge import build_judge
 

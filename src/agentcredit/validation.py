@@ -105,7 +105,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
         checks.check_checkpoint(plain(cfg.get("checkpoint")))
         checks.check_train(plain(cfg.train))
         checks.check_model(plain(cfg.model))
-        if get_credit(method_name).needs_segment_verification:
+        if get_credit(method_name).reads("verified_segment"):
             checks.check_judge(plain(cfg.judge))
         checks.check_ckpt_path(cfg.get("ckpt_path"))
         checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})

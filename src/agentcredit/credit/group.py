@@ -8,6 +8,20 @@ import torch
 from torch import Tensor
 
 
+# The credit inputs a method may declare (``register_credit(inputs=...)``), each with the CreditGroup field
+# its builder fills (``lit.credit_inputs.INPUT_BUILDERS``, one function per input).
+CREDIT_INPUTS: dict[str, str] = {
+    "reference_scores": "mean_logprobs",  # frozen reference's mean gold-answer log-prob after each S_k (TRACE)
+    "policy_scores": "policy_scores",  # the current policy's, the same way (IGPO)
+    "verified_segment": "segment",  # judge proposal verified by continuations (ProVer)
+    "chain_values": "chains",  # continuation values at fixed boundaries of successes (SPO-chain)
+    "state_keys": "state_keys",  # anchor key of the environment state at each S_k (GiGPO)
+    "state_values": "state_values",  # Monte Carlo V̂(S_k) from continuations (Monte Carlo value credit)
+    "evidence": "evidence",  # needed facts each tool turn revealed (gold-evidence step reward)
+    "critic_values": "critic_values",  # a learned critic's V_φ(S_k) (turn-level critic)
+}
+
+
 @dataclass(frozen=True)
 class VerifiedSegment:
     """A ProVer segment that went through verification: tool turns start..end (inclusive) of rollout
@@ -38,7 +52,11 @@ class CreditGroup:
     only). segment: the verified segment (ProVer only; None when the group was not eligible, the
     judge failed or the proposal was invalid). chains: SPO-chain's boundary values of the measured
     rollouts (empty when none was). state_keys: G tensors (T_g+1,) long, the anchor key of the
-    environment state at S_0..S_T (GiGPO).
+    environment state at S_0..S_T (GiGPO). policy_scores: G tensors (T_g+1,), the current policy's mean
+    gold-answer log-probability after S_0..S_T (IGPO). state_values: G tensors (T_g+1,), Monte Carlo
+    V̂(S_0..S_T) (a state the rollout did not act from holds its reward). evidence: G tensors (T_g,), the
+    needed facts each tool turn revealed for the first time in its rollout. critic_values: G tensors
+    (T_g+1,), the critic's V_φ(S_0..S_T).
     """
 
     rewards: Tensor
@@ -49,6 +67,10 @@ class CreditGroup:
     segment: VerifiedSegment | None = None
     chains: tuple[ChainValues, ...] | None = None
     state_keys: list[Tensor] | None = None
+    policy_scores: list[Tensor] | None = None
+    state_values: list[Tensor] | None = None
+    evidence: list[Tensor] | None = None
+    critic_values: list[Tensor] | None = None
 
     def __post_init__(self) -> None:
         group_size = self.rewards.shape[0] if self.rewards.dim() == 1 else -1
@@ -80,18 +102,22 @@ class CreditGroup:
             if len(chain.values) != len(chain.boundaries) or not all(1 <= b <= turns for b in chain.boundaries):
                 raise ValueError(f"chain of rollout {chain.rollout}: boundaries {chain.boundaries} must lie in "
                                  f"1..{turns}, one value each, got values {chain.values}")
-        self._check_per_state("state_keys", self.state_keys)
+        for name in ("state_keys", "policy_scores", "state_values", "critic_values"):
+            self._check_per_state(name, getattr(self, name))
+        self._check_per_state("evidence", self.evidence, extra=0)
 
-    def _check_per_state(self, name: str, tensors) -> None:
-        """`tensors`, when given, hold one (T_g+1,) tensor per rollout: a value for each state S_0..S_T."""
+    def _check_per_state(self, name: str, tensors, extra: int = 1) -> None:
+        """`tensors`, when given, hold one (T_g+extra,) tensor per rollout: with extra=1 a value for each state
+        S_0..S_T, with extra=0 one for each tool turn."""
         if tensors is None:
             return
         group_size = self.size
         if len(tensors) != group_size:
             raise ValueError(f"{name} must hold G = {group_size} tensors, got {len(tensors)}")
         for g, values in enumerate(tensors):
-            if tuple(values.shape) != (int(self.num_turns[g]) + 1,):
-                raise ValueError(f"{name}[{g}] must be (T_g+1,) = ({int(self.num_turns[g]) + 1},), "
+            want = int(self.num_turns[g]) + extra
+            if tuple(values.shape) != (want,):
+                raise ValueError(f"{name}[{g}] must be (T_g{'+1' if extra else ''},) = ({want},), "
                                  f"got {tuple(values.shape)}")
 
     @property

@@ -94,7 +94,7 @@ register_credit("gspo", ratio_level="sequence")(grpo_advantages)
 register_credit("budget-grpo", run_knobs=BUDGET_RUN_KNOBS)(grpo_advantages)
 
 
-@register_credit("trace", needs_reference_scores=True, run_knobs=TRACE_RUN_KNOBS, diagnostics=_trace_diagnostics)
+@register_credit("trace", inputs=("reference_scores",), run_knobs=TRACE_RUN_KNOBS, diagnostics=_trace_diagnostics)
 def trace_advantages(
     group: CreditGroup,
     *,
@@ -125,7 +125,7 @@ def _prover_diagnostics(group: CreditGroup, **knobs) -> dict:
                         for g in range(group.size)]}
 
 
-@register_credit("prover", needs_segment_verification=True, run_knobs=PROVER_RUN_KNOBS, diagnostics=_prover_diagnostics,
+@register_credit("prover", inputs=("verified_segment",), run_knobs=PROVER_RUN_KNOBS, diagnostics=_prover_diagnostics,
                  step_metrics=continuation_overhead)
 def prover_advantages(group: CreditGroup, *, lam: float = 1.0, outcome_scale: str = "none") -> Tensor:
     """ProVer eq. 4: GRPO advantages, plus λ·Δ on the verified segment's tokens when Δ > 0."""
@@ -156,7 +156,7 @@ def _spo_diagnostics(group: CreditGroup, **knobs) -> dict:
     }
 
 
-@register_credit("spo-chain", needs_chain_values=True, run_knobs=SPO_RUN_KNOBS, diagnostics=_spo_diagnostics,
+@register_credit("spo-chain", inputs=("chain_values",), run_knobs=SPO_RUN_KNOBS, diagnostics=_spo_diagnostics,
                  step_metrics=continuation_overhead)
 def spo_chain_advantages(group: CreditGroup, *, outcome_scale: str = "none") -> Tensor:
     """SPO-chain (ProVer Appendix A.3): A_j on segment j of each measured success, GRPO elsewhere."""
@@ -196,7 +196,7 @@ def _gigpo_diagnostics(group: CreditGroup, **knobs) -> dict:
     }
 
 
-@register_credit("gigpo", needs_state_keys=True, diagnostics=_gigpo_diagnostics)
+@register_credit("gigpo", inputs=("state_keys",), diagnostics=_gigpo_diagnostics)
 def gigpo_advantages(group: CreditGroup, *, gamma: float = 0.95, omega: float = 1.0, outcome_scale: str = "std",
                      step_scale: str = "std") -> Tensor:
     """GiGPO eq. 8: episode advantage A^E_g plus ω times the anchor-state step advantage of each action."""

@@ -1,11 +1,11 @@
 """Credit methods registered by name, chosen on the command line with ``credit=<name>``.
 
-Each entry says what the orchestrator must supply before calling ``advantages``:
-reference scores ℓ̄ (``needs_reference_scores``), a verified segment (``needs_segment_verification``),
-continuation values at fixed segment boundaries (``needs_chain_values``, SPO-chain), the environment
-state key at every boundary (``needs_state_keys``, GiGPO), and which importance ratio the loss uses
-(``ratio_level``). Groups get ``extra_rollouts`` more rollouts when a method has that run knob. The orchestrator then calls
-``method.advantages(group, **advantage_knobs)`` and never branches on the method's name.
+Each entry names the credit inputs it reads beyond the rollouts (``inputs``, from ``CREDIT_INPUTS``:
+reference scores, policy scores, a verified segment, chain values, state keys, Monte Carlo state values,
+evidence events, critic values) and which importance ratio the loss uses (``ratio_level``). The
+orchestrator computes each declared input by its one builder (``lit.credit_inputs.INPUT_BUILDERS``) and
+no other. Groups get ``extra_rollouts`` more rollouts when a method has that run knob. The orchestrator
+then calls ``method.advantages(group, **advantage_knobs)`` and never branches on the method's name.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+from agentcredit.credit.group import CREDIT_INPUTS
 from agentcredit.credit.losses import RATIO_LEVELS
 
 AdvantageFn = Callable[..., Tensor]
@@ -32,17 +33,19 @@ class CreditMethod:
 
     name: str
     advantages: AdvantageFn
-    needs_reference_scores: bool = False
-    needs_segment_verification: bool = False
+    inputs: tuple[str, ...] = ()
     ratio_level: str = "token"
     run_knobs: Mapping[str, object] = field(default_factory=dict)
     diagnostics: DiagnosticsFn | None = None
-    needs_chain_values: bool = False
-    needs_state_keys: bool = False
     step_metrics: StepMetricsFn | None = None
     advantage_knobs: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        unknown = [name for name in self.inputs if name not in CREDIT_INPUTS]
+        if unknown:
+            raise ValueError(f"credit method {self.name!r}: unknown credit input(s) {unknown}; "
+                             f"known: {', '.join(CREDIT_INPUTS)}")
         if self.ratio_level not in RATIO_LEVELS:
             raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {self.ratio_level!r}")
         params = list(inspect.signature(self.advantages).parameters.values())
@@ -54,6 +57,12 @@ class CreditMethod:
         if any(p.default is p.empty for p in params[1:]):
             raise TypeError(f"credit method {self.name!r}: every knob of advantages needs a default (its one home)")
         object.__setattr__(self, "advantage_knobs", knobs)
+
+    def reads(self, input_name: str) -> bool:
+        """Whether the method declared `input_name` (one of ``CREDIT_INPUTS``)."""
+        if input_name not in CREDIT_INPUTS:
+            raise ValueError(f"unknown credit input {input_name!r}; known: {', '.join(CREDIT_INPUTS)}")
+        return input_name in self.inputs
 
     @property
     def defaults(self) -> dict:
@@ -70,13 +79,10 @@ _REGISTRY: dict[str, CreditMethod] = {}
 def register_credit(
     name: str,
     *,
-    needs_reference_scores: bool = False,
-    needs_segment_verification: bool = False,
+    inputs: tuple[str, ...] = (),
     ratio_level: str = "token",
     run_knobs: Mapping[str, object] | None = None,
     diagnostics: DiagnosticsFn | None = None,
-    needs_chain_values: bool = False,
-    needs_state_keys: bool = False,
     step_metrics: StepMetricsFn | None = None,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Decorator registering ``fn(group: CreditGroup, *, knob=default, ...) -> Tensor (G, L)``."""
@@ -84,10 +90,8 @@ def register_credit(
     def decorator(fn: AdvantageFn) -> AdvantageFn:
         if name in _REGISTRY:
             raise ValueError(f"credit method {name!r} is already registered; pick another name")
-        _REGISTRY[name] = CreditMethod(name, fn, needs_reference_scores=needs_reference_scores,
-                                       needs_segment_verification=needs_segment_verification,
-                                       ratio_level=ratio_level, run_knobs=dict(run_knobs or {}), diagnostics=diagnostics,
-                                       needs_chain_values=needs_chain_values, needs_state_keys=needs_state_keys,
+        _REGISTRY[name] = CreditMethod(name, fn, inputs=tuple(inputs), ratio_level=ratio_level,
+                                       run_knobs=dict(run_knobs or {}), diagnostics=diagnostics,
                                        step_metrics=step_metrics)
         return fn
 

@@ -102,8 +102,8 @@ def method_credit(entry: MethodUnderTest, trajectories: list[Trajectory], questi
     credits = [turn_credit(advantages[g], t.turn_ids, t.loss_mask, t.num_tool_turns, answered[g])
                for g, t in enumerate(trajectories)]
     cost = {"seconds": seconds, "extra_tokens": float(logs.get("extra_tokens", 0.0))}
-    if entry.method.needs_reference_scores:
-        cost["scoring_s"] = float(logs.get("scoring_s", 0.0))
+    if "scoring_s" in logs:  # a method that scores gold answers (reference or policy)
+        cost["scoring_s"] = float(logs["scoring_s"])
     if "verified" in logs:
         cost["verified"] = float(logs["verified"])
     return credits, cost

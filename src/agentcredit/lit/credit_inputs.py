@@ -1,4 +1,5 @@
-"""What a credit method needs beyond the rollouts, supplied as its registry entry declares.
+"""What a credit method needs beyond the rollouts, supplied as its registry entry declares: one builder
+per named credit input (``INPUT_BUILDERS``), called only for the inputs a method declares.
 
 - reference scores ℓ̄_k (TRACE): the frozen reference model's mean gold-answer log-probability after
   each state S_k, from the fast shared-prefix scorer;
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import csv
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from agentcredit.agent.trajectory import Trajectory, pad_batch
-from agentcredit.credit.group import CreditGroup, VerifiedSegment
+from agentcredit.credit.group import CREDIT_INPUTS, CreditGroup, VerifiedSegment
 from agentcredit.lit.logprobs import token_logprobs
 from agentcredit.world.types import Question
 
@@ -60,41 +62,73 @@ class CreditInputs:
         return token_logprobs(self.reference, input_ids, attention_mask, temperature)
 
 
+@dataclass
+class InputRequest:
+    """What an input builder may read: the group's rollouts, its question, the rollout worker (for
+    continuations from restored states), the method's run knobs and the run's CreditInputs."""
+
+    trajectories: list[Trajectory]
+    question: Question
+    worker: object
+    run_knobs: dict
+    inputs: CreditInputs
+    method_name: str
+
+
+# One builder per credit input: request -> (the CreditGroup field's value, logs).
+InputBuilder = Callable[[InputRequest], tuple[object, dict]]
+
+
+def _reference_scores(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    t0 = time.perf_counter()
+    scores = [s.float().cpu() for s in req.inputs.reference_scores(req.trajectories, req.question)]
+    return scores, {"scoring_s": time.perf_counter() - t0, "mean_logprobs": [s.tolist() for s in scores]}
+
+
+def _chain_values(req: InputRequest) -> tuple[object, dict]:
+    from agentcredit.agent.chain_values import measure_chains
+
+    return measure_chains(req.trajectories, req.question, req.worker, req.run_knobs)
+
+
+def _state_keys(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    return [torch.tensor([s.anchor_key() for s in t.snapshots], dtype=torch.long) for t in req.trajectories], {}
+
+
+def _verified_segment(req: InputRequest) -> tuple[object, dict]:
+    if req.inputs.segment_verifier is None:
+        raise ValueError(f"credit={req.method_name} needs a segment verifier (a judge) but none was set up")
+    return req.inputs.segment_verifier(req.trajectories, req.question, req.worker, req.run_knobs)
+
+
+INPUT_BUILDERS: dict[str, InputBuilder] = {
+    "reference_scores": _reference_scores,
+    "chain_values": _chain_values,
+    "state_keys": _state_keys,
+    "verified_segment": _verified_segment,
+}
+
+
 def build_group(method, run_knobs: dict, trajectories: list[Trajectory], question: Question,
                 inputs: CreditInputs, worker) -> tuple[CreditGroup, dict]:
-    """The CreditGroup of one question's G rollouts, with whatever inputs `method` declares."""
+    """The CreditGroup of one question's G rollouts, with every input `method` declares, each computed by
+    its builder in the order declared."""
     padded = pad_batch(trajectories, pad_id=0)
     logs: dict = {}
-    mean_logprobs = None
-    if method.needs_reference_scores:
-        t0 = time.perf_counter()
-        mean_logprobs = [s.float().cpu() for s in inputs.reference_scores(trajectories, question)]
-        logs["scoring_s"] = time.perf_counter() - t0
-        logs["mean_logprobs"] = [s.tolist() for s in mean_logprobs]
-    chains = None
-    if method.needs_chain_values:
-        from agentcredit.agent.chain_values import measure_chains
-
-        chains, chain_logs = measure_chains(trajectories, question, worker, run_knobs)
-        logs.update(chain_logs)
-    state_keys = None
-    if method.needs_state_keys:
-        state_keys = [torch.tensor([s.anchor_key() for s in t.snapshots], dtype=torch.long) for t in trajectories]
-    segment = None
-    if method.needs_segment_verification:
-        if inputs.segment_verifier is None:
-            raise ValueError(f"credit={method.name} needs a segment verifier (a judge) but none was set up")
-        segment, verify_logs = inputs.segment_verifier(trajectories, question, worker, run_knobs)
-        logs.update(verify_logs)
+    fields: dict = {}
+    request = InputRequest(trajectories, question, worker, run_knobs, inputs, method.name)
+    for name in method.inputs:
+        if name not in INPUT_BUILDERS:
+            raise ValueError(f"credit={method.name} reads credit input {name!r}, which has no builder")
+        value, input_logs = INPUT_BUILDERS[name](request)
+        fields[CREDIT_INPUTS[name]] = value
+        logs.update(input_logs)
     group = CreditGroup(
         rewards=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
         turn_ids=padded["turn_ids"],
         loss_mask=padded["loss_mask"],
         num_turns=torch.tensor([t.num_tool_turns for t in trajectories], dtype=torch.long),
-        mean_logprobs=mean_logprobs,
-        segment=segment,
-        chains=chains,
-        state_keys=state_keys,
+        **fields,
     )
     return group, logs
 
