@@ -6,7 +6,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
-from agentcredit.configs import register_config_nodes
+from agentcredit.configs import current_overrides, register_config_nodes
 from agentcredit.secret_check import refuse_secrets
 
 
@@ -38,6 +38,7 @@ def refuse_a_run_folder_in_use(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = current_overrides(sys.argv[1:])  # +threads=1 of older command lines: threads is a declared key now
     register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
     refuse_secrets(__file__, CONFIG_PATH, CONFIG_NAME)  # command line and every composed config, before Hydra writes anything
     refuse_a_run_folder_in_use(sys.argv[1:])  # before Hydra writes .hydra/ into a folder another run holds

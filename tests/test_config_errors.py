@@ -19,6 +19,8 @@ BAD = {
     "data.prompts_per_step=0": r"data\.prompts_per_step must be an integer >= 1, got 0",
     "env.max_topn=0": r"env\.max_topn must be an integer >= 1, got 0",
     "seed=abc": r"seed must be an integer, got 'abc'",
+    "threads=0": r"threads must be auto or an integer >= 1, got 0",
+    "threads=many": r"threads must be auto or an integer >= 1, got 'many'",
     "trainer.max_steps=-5": r"trainer\.max_steps must be an integer >= 1 \(or -1\), got -5",
     "trainer.precision=banana": r"trainer\.precision must be one of \[.*'bf16-mixed'.*\], got 'banana'",
     "credit=prover judge=openai": r"judge\.model must be set for judge=openai: set AGENTCREDIT_JUDGE_MODEL",

@@ -46,12 +46,24 @@ def register_config_nodes() -> None:
         store.store(group="credit/_defaults", name=name, node={"name": name, **knobs})
 
 
+# Keys that were optional (added with +key=...) before conf/config.yaml declared them; Hydra refuses +key=... for
+# a declared key, which would break old command lines and the recorded overrides of earlier runs.
+DECLARED_SINCE = ("threads",)
+
+
+def current_overrides(overrides: Sequence[str]) -> list[str]:
+    """`overrides` with `+threads=...` read as `threads=...` (DECLARED_SINCE), everything else as given."""
+    declared = tuple(f"+{key}=" for key in DECLARED_SINCE)
+    return [o[1:] if o.startswith(declared) else o for o in overrides]
+
+
 def compose_config(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
     """The run config exactly as `python train.py <overrides>` would compose it (also from inside a
     running Hydra app, whose global state is already initialised with the same config directory)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    overrides = current_overrides(overrides)
     register_config_nodes()
     if GlobalHydra.instance().is_initialized():
         return compose(config_name=config_name, overrides=list(overrides))

@@ -99,6 +99,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
 
     try:
         checks.check_seed(cfg.get("seed"))
+        checks.check_threads(cfg.get("threads", "auto"))
         checks.check_data(plain(cfg.data))
         checks.check_env(plain(cfg.env))
         checks.check_trainer(plain(cfg.trainer))
@@ -107,6 +108,8 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
         checks.check_model(plain(cfg.model))
         if get_credit(method_name).reads("verified_segment"):
             checks.check_judge(plain(cfg.judge))
+        if get_credit(method_name).reads("evidence"):
+            checks.check_needed_facts(plain(cfg.data), method_name)
         checks.check_ckpt_path(cfg.get("ckpt_path"))
         checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})
         checks.check_fsdp_model(plain(cfg.trainer), plain(cfg.model))

@@ -1,0 +1,81 @@
+"""`threads`: the job's torch threads (issue 42, item 4). auto is one thread for the tiny testbed model, so
+that its default run prints the same closing line on every host of a CPU family, and torch's default for
+real models; an integer sets it; `+threads=1` of older command lines and recorded runs still means threads=1."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import torch
+
+from agentcredit.configs import compose_config, current_overrides
+from agentcredit.train import job_threads
+from tiny_runs import hydra_cli, tiny_config
+
+
+@pytest.mark.parametrize("threads,kind,expected", [
+    ("auto", "tiny", 1),     # the testbed model: one thread
+    ("auto", "hf", None),    # a real model: torch's default (None leaves it alone)
+    ("auto", "smollm2_135m", None),
+    (3, "tiny", 3),          # an integer wins over the rule, for every model
+    (2, "hf", 2),
+])
+def test_auto_is_one_thread_for_the_tiny_model_and_torchs_default_for_real_ones(threads, kind, expected):
+    assert job_threads(threads, kind) == expected
+
+
+def test_the_default_config_says_auto_and_experiments_override_it_plainly():
+    assert compose_config([]).threads == "auto"
+    assert compose_config(["experiment=compare_long"]).threads == 1
+    assert compose_config(["threads=4"]).threads == 4
+
+
+def test_older_plus_threads_overrides_still_set_threads():
+    assert current_overrides(["seed=1", "+threads=1", "+final_test=false", "++threads=2"]) == \
+        ["seed=1", "threads=1", "+final_test=false", "++threads=2"]
+    assert compose_config(["+threads=2"]).threads == 2  # Hydra alone refuses + on a declared key
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("overrides,expected", [([], 1), (["threads=2"], 2)])
+def test_a_run_sets_its_threads_before_any_model_loads(tmp_path, monkeypatch, overrides, expected):
+    from agentcredit.train import run
+
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise Stop
+
+    monkeypatch.setattr("agentcredit.compose.build_components", record)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)  # something other than what either case sets
+    try:
+        with pytest.raises(Stop):
+            run(tiny_config(tmp_path, *overrides))
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [expected]
+
+
+def test_plus_threads_on_the_command_line_runs(tmp_path, monkeypatch):
+    """`python train.py +threads=N ...` as the README's and older experiments' commands write it."""
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise Stop
+
+    monkeypatch.setattr("agentcredit.compose.build_components", record)
+    before = torch.get_num_threads()
+    try:  # run_job turns the Stop into an exit with a traceback, after the threads were set
+        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            hydra_cli("+threads=2", "trainer.max_steps=2", f"hydra.run.dir={tmp_path}/run")
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2]
