@@ -10,9 +10,20 @@ import pytest
 from agentcredit.fidelity import metrics as M
 
 
-def test_average_ranks_share_ties():
-    assert M.average_ranks(np.array([10, 20, 20, 30])).tolist() == [1, 2.5, 2.5, 4]
-    assert M.average_ranks(np.array([3.0, 1.0, 2.0])).tolist() == [3, 1, 2]
+def test_values_equal_up_to_float_noise_are_one_tie():
+    # tolerance 1e-6 × max|x| = 3e-6: 1 and 1 + 1e-9 tie (the run takes its smallest value), 2 and 3 do not
+    assert M.snap_ties(np.array([2.0, 1 + 1e-9, 1.0, 3.0])).tolist() == [2.0, 1.0, 1.0, 3.0]
+    # one ulp apart across a rounding boundary (0.5 at 1e-6 steps): rounding would split them, gaps do not
+    assert len(set(M.snap_ties(np.array([0.4999995 - 1e-12, 0.4999995 + 1e-12, 1.0])).tolist())) == 2
+    # A* as a difference of Monte Carlo means: 2.2e-16 and 0 are one value
+    assert M.snap_ties(np.array([2.220446049250313e-16, 0.0, 0.125])).tolist() == [0.0, 0.0, 0.125]
+    assert M.snap_ties(np.array([1e-7, 2e-7])).tolist() == [1e-7, 2e-7]  # the tolerance is relative
+
+
+def test_spearman_ranks_float_noise_as_a_tie():
+    # 0.25 and 0.25000000000000006 tie: centred ranks (-.5, -.5, 1) and (-1, 0, 1): 1.5 / √(1.5 · 2) = √3/2
+    assert M.spearman([0.25, 0.25000000000000006, 0.5], [1, 2, 3]) == pytest.approx(math.sqrt(3) / 2)
+    assert M.spearman([-0.5065356468610452, -0.5065356468610454], [0.25, -0.25]) == 0.0  # constant credit
 
 
 def test_spearman_by_hand():
@@ -107,3 +118,66 @@ def test_resampled_interval_relabels_repeated_questions():
 def test_interval_without_samples_has_no_bounds():
     out = M.interval(0.4, [])
     assert out["value"] == 0.4 and math.isnan(out["lo"]) and math.isnan(out["hi"])
+
+
+# Three rollouts for the per-rollout figures. Rollout 0: credit (.1, .3, .2) against A* (0, .5, 1): rank
+# differences (0, 1, -1), ρ = 1 - 6·2 / (3·8) = 0.5. Rollout 1: its two credits differ by float noise only,
+# so its credit does not vary and it is left out. Rollout 2: credit (1, 2) against A* (.5, 0), ρ = -1.
+THREE = dict(credit=np.array([0.1, 0.3, 0.2, 0.7, 0.7 + 1e-12, 1.0, 2.0]),
+             truth=np.array([0.0, 0.5, 1.0, 0.25, -0.25, 0.5, 0.0]),
+             rollout=np.array([0, 0, 0, 1, 1, 2, 2]))
+
+
+def test_each_rollouts_own_spearman_by_hand():
+    out = M.rollout_agreement(**THREE)
+    assert out.rho.tolist() == pytest.approx([0.5, 0.0, -1.0])
+    assert out.kept.tolist() == [True, False, True] and out.multi.tolist() == [True, True, True]
+    assert out.varies.tolist() == [True, False, True]  # credit varies in 2 of 3 rollouts
+    assert out.rho[out.kept].mean() == pytest.approx(-0.25)  # mean per-rollout ρ: (0.5 - 1) / 2
+    # rollouts of >= 3 actions only: rollout 0 alone, 0.5
+    three = M.rollout_agreement(**THREE, min_actions=3)
+    assert three.kept.tolist() == [True, False, False] and three.rho[three.kept].mean() == pytest.approx(0.5)
+
+
+def test_a_rollout_with_constant_truth_or_one_action_has_no_rho():
+    rollout = np.array([0, 0, 1])
+    out = M.rollout_agreement(np.array([0.1, 0.2, 0.3]), np.array([0.25, 0.25 + 1e-17, 0.5]), rollout)
+    # rollout 0: credit varies but A* is one value (noise apart): no ordering to agree with; rollout 1: one action
+    assert out.kept.tolist() == [False, False] and out.varies.tolist() == [True, False]
+    assert out.multi.tolist() == [True, False]
+
+
+def three_rollout_records() -> list[dict]:
+    """THREE as two questions' records: question 0 holds rollouts 0 and 1, question 1 rollout 2."""
+    def rollout(idx):
+        truth = THREE["truth"][idx].tolist()
+        return {"reward": 0.0, "success": False, "finish_reason": "answer", "kinds": ["search"] * (len(idx) - 1) + ["answer"],
+                "truth": truth, "truth_halves": [truth, truth], "credit": {"m": THREE["credit"][idx].tolist()}}
+
+    cost = {"rollout": {"tokens": 1.0, "seconds": 1.0}, "truth": {"tokens": 1.0, "seconds": 1.0, "states": 1.0, "measured": 1.0},
+            "methods": {"m": {"seconds": 0.0, "extra_tokens": 0.0}}}
+    rows = [np.flatnonzero(THREE["rollout"] == g) for g in range(3)]
+    return [{"methods": ["m"], "rollouts": [rollout(rows[0]), rollout(rows[1])], "cost": cost},
+            {"methods": ["m"], "rollouts": [rollout(rows[2])], "cost": cost}]
+
+
+def test_per_rollout_figures_in_the_table_by_hand():
+    from agentcredit.fidelity import summary as S
+
+    table = S.TurnTable.from_records(three_rollout_records())
+    rho = M.rollout_agreement(table.credit["m"], table.truth, table.rollout)
+    # per question: question 0 sums ρ 0.5 over 1 ranked rollout, question 1 sums -1 over 1
+    sums, counts = S.per_rollout_question(table, rho.rho, rho.kept)
+    assert sums.tolist() == pytest.approx([0.5, -1.0]) and counts.tolist() == [1.0, 1.0]
+    figures = S.rollout_figures(table, "m", np.array([[0, 0], [1, 1], [0, 1]]))
+    # draws: (0.5 + 0.5)/2, (-1 - 1)/2, (0.5 - 1)/2 -> (-1, -0.25, 0.5): percentiles 2.5 and 97.5 of those
+    assert figures["rollout_rho"]["value"] == pytest.approx(-0.25)
+    assert figures["rollout_rho"]["lo"] == pytest.approx(-1 + 0.05 * 0.75) and figures["rollout_rho"]["hi"] == pytest.approx(0.5 - 0.05 * 0.75)
+    # credit varies: question 0 in 1 of 2 rollouts, question 1 in 1 of 1 -> 2/3; draws 2/4, 2/2, 2/3
+    assert figures["credit_varies"]["value"] == pytest.approx(2 / 3)
+    assert figures["credit_varies"]["lo"] == pytest.approx(0.5 + 0.05 * (2 / 3 - 0.5))
+    assert figures["rollout_rho_3"]["value"] == pytest.approx(0.5)
+    assert figures["counts"] == {"rollouts_ranked": 2, "rollouts_ranked_3": 1, "rollouts_varying": 2,
+                                 "rollouts_multi_action": 3}
+    table_md = S.markdown(S.json_ready(S.summarise(three_rollout_records(), n_boot=0)), reference="m")
+    assert "| m | " in table_md and "| -0.25 (2) | 0.67 (2/3) |" in table_md

@@ -6,6 +6,12 @@ conventions a reader needs to compare figures:
 
 - Spearman ρ uses average ranks for ties; it is 0.0 when either side is constant (no ordering to agree
   with), so GRPO's within-rollout ρ is exactly 0, its credit being constant within a rollout.
+- Values equal up to float noise are ties before anything is ranked (`snap_ties`: within REL_TIE of the
+  largest |value| ranked together, and within each rollout first). A* is a difference of Monte Carlo means
+  (0.25 and 0.25000000000000006) and a credit a mean of float32 token advantages; ranking their last bits
+  ordered turns at random, which per rollout swung GiGPO's mean ρ on the long preset from +0.03 to +0.08.
+- Per-rollout figures: ρ of each rollout with at least two actions whose credit and A* both vary, averaged
+  with equal weight per rollout (`rollout_agreement`); and the share of such rollouts whose credit varies.
 - Agreement scores count a credit tie (|difference| ≤ TIE) as half: chance is 0.5, and a method that
   gives two turns the same credit neither agrees nor disagrees.
 - Within-rollout figures use only rollouts with at least two actions (one action has no deviation).
@@ -14,33 +20,49 @@ conventions a reader needs to compare figures:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import rankdata
 
 TIE = 1e-7  # credits closer than this are a tie (turn credits are means of float32 token advantages)
+# Relative tolerance of a rank tie: 16× float32's resolution (6e-8), far below any difference a credit or
+# an A* (multiples of 1/M) means. The per-rollout figures are the same at 1e-9 and 1e-4 on every committed table.
+REL_TIE = 1e-6
 
 
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties sharing the mean of their positions ([10, 20, 20, 30] -> [1, 2.5, 2.5, 4])."""
-    values = np.asarray(values, dtype=np.float64)
-    n = len(values)
-    order = np.argsort(values, kind="mergesort")
-    sorted_values = values[order]
-    starts_here = np.r_[True, sorted_values[1:] != sorted_values[:-1]] if n else np.zeros(0, bool)  # (n,)
-    group = np.cumsum(starts_here) - 1  # tie group of each sorted position
-    first = np.flatnonzero(starts_here)
-    last = np.r_[first[1:], n] - 1
-    ranks = np.empty(n, dtype=np.float64)
-    ranks[order] = ((first + last) / 2 + 1)[group]
-    return ranks
+def snap_ties(values: np.ndarray, rel: float = REL_TIE) -> np.ndarray:
+    """`values` with every run of near-equal values made one value: in sorted order, a value within
+    rel × max|values| of the one before it joins that one's tie, which takes the run's smallest value
+    ([1, 1 + 1e-9, 2] -> [1, 1, 2]). Gaps, not rounding: two values one ulp apart can straddle a rounding
+    boundary, but never a gap. A chain of sub-tolerance gaps ties as a whole (no real figure has one)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) < 2:
+        return x.copy()
+    order = np.argsort(x, kind="mergesort")
+    ordered = x[order]
+    starts = np.r_[True, np.diff(ordered) > rel * np.abs(x).max()]  # (n,) a new tie begins here
+    out = np.empty_like(x)
+    out[order] = ordered[starts][np.cumsum(starts) - 1]
+    return out
+
+
+def snap_within(values: np.ndarray, rollout: np.ndarray, rel: float = REL_TIE) -> np.ndarray:
+    """`snap_ties` on each rollout's values apart, at that rollout's own scale."""
+    out = np.asarray(values, dtype=np.float64).copy()
+    for r in np.unique(rollout):
+        idx = np.flatnonzero(rollout == r)
+        out[idx] = snap_ties(out[idx], rel)
+    return out
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's ρ (Pearson on average ranks); 0.0 when either side is constant or has < 2 values."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    """Spearman's ρ (Pearson on average ranks, after `snap_ties`); 0.0 when either side is constant or has
+    < 2 values (scipy's spearmanr gives nan and a warning there)."""
+    x, y = snap_ties(x), snap_ties(y)
     if len(x) < 2:
         return 0.0
-    rx, ry = average_ranks(x) - (len(x) + 1) / 2, average_ranks(y) - (len(y) + 1) / 2
+    rx, ry = rankdata(x) - (len(x) + 1) / 2, rankdata(y) - (len(y) + 1) / 2
     denominator = np.sqrt((rx * rx).sum() * (ry * ry).sum())
     return float((rx * ry).sum() / denominator) if denominator > 0 else 0.0
 
@@ -61,9 +83,42 @@ def multi_action(rollout: np.ndarray) -> np.ndarray:
 
 
 def within_rollout_spearman(credit: np.ndarray, truth: np.ndarray, rollout: np.ndarray) -> float:
-    """ρ between credit − its rollout's mean and A* − its rollout's mean: what turn credit adds over outcome credit."""
+    """ρ between credit − its rollout's mean and A* − its rollout's mean, pooled over rollouts (each side
+    snapped within its rollout first): what turn credit adds over outcome credit."""
     keep = multi_action(rollout)
+    credit, truth = snap_within(credit, rollout), snap_within(truth, rollout)
     return spearman(rollout_deviations(credit, rollout)[keep], rollout_deviations(truth, rollout)[keep])
+
+
+@dataclass
+class RolloutAgreement:
+    """Per rollout (in order of rollout id): its ρ, whether it counts in the mean (at least `min_actions`
+    actions, credit and A* both varying), whether it has at least two actions, and whether its credit varies."""
+
+    rho: np.ndarray  # (R,) 0.0 where not kept
+    kept: np.ndarray  # (R,) bool
+    multi: np.ndarray  # (R,) bool
+    varies: np.ndarray  # (R,) bool
+
+
+def rollout_agreement(credit: np.ndarray, truth: np.ndarray, rollout: np.ndarray,
+                      min_actions: int = 2) -> RolloutAgreement:
+    """Each rollout's own Spearman ρ between credit and A*, over its actions (ties snapped per rollout).
+    A rollout whose credit (or A*) is constant orders nothing and is left out of the mean rather than
+    counted as 0, so the mean is over the rollouts where the method ranks anything at all; `varies`
+    says how many those are."""
+    credit, truth = np.asarray(credit, dtype=np.float64), np.asarray(truth, dtype=np.float64)
+    ids = np.unique(rollout)
+    rho, kept, multi, varies = (np.zeros(len(ids)), np.zeros(len(ids), bool), np.zeros(len(ids), bool),
+                                np.zeros(len(ids), bool))
+    for i, r in enumerate(ids):
+        idx = np.flatnonzero(rollout == r)
+        c, t = snap_ties(credit[idx]), snap_ties(truth[idx])
+        multi[i] = len(idx) >= 2
+        varies[i] = multi[i] and np.ptp(c) > 0
+        kept[i] = len(idx) >= max(min_actions, 2) and varies[i] and np.ptp(t) > 0
+        rho[i] = spearman(c, t) if kept[i] else 0.0
+    return RolloutAgreement(rho, kept, multi, varies)
 
 
 def sign_scores(credit: np.ndarray, truth: np.ndarray, threshold: float) -> tuple[float, int]:

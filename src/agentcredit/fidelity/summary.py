@@ -4,6 +4,10 @@ over questions, a markdown table and a scatter plot, one panel per method.
 Figures of each method (`fidelity.metrics` says how ties and constants count):
 - pooled_rho: Spearman ρ between turn credit and A* over all turns;
 - within_rho: the same on deviations from each rollout's own mean (0 for GRPO by construction);
+- rollout_rho: the mean of each rollout's own ρ, over rollouts with ≥ 2 actions whose credit and A* both
+  vary (each rollout weighs the same; `rollout_rho_3`: those with ≥ 3 actions, where ρ is not just ±1);
+- credit_varies: the share of rollouts with ≥ 2 actions whose credit is not one value (a method that ties
+  every turn of most rollouts has its within-rollout figures from the few others); `counts` has the sizes;
 - sign_agreement: turns with |A*| ≥ threshold whose credit has A*'s sign;
 - pair_concordance: pairs of turns of one rollout whose A* differ by ≥ threshold, ordered as the A*;
 - useful_above_mean: in failed rollouts, useful turns (A* ≥ threshold) credited above their rollout's mean;
@@ -69,6 +73,11 @@ class TurnTable:
     def n_questions(self) -> int:
         return int(self.question.max()) + 1 if len(self.question) else 0
 
+    def rollout_question(self) -> np.ndarray:
+        """(R,) the question of each rollout that took a turn, in order of rollout id."""
+        _, first = np.unique(self.rollout, return_index=True)
+        return self.question[first]
+
 
 def per_question(table: TurnTable, scores) -> tuple[np.ndarray, np.ndarray]:
     """(numerators, counts) of a summed share, one entry per question; `scores(mask)` -> (sum, count)."""
@@ -76,11 +85,35 @@ def per_question(table: TurnTable, scores) -> tuple[np.ndarray, np.ndarray]:
     return np.array([p[0] for p in pairs], float), np.array([p[1] for p in pairs], float)
 
 
+def per_rollout_question(table: TurnTable, values: np.ndarray, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sums of `values` over the `counted` rollouts of each question, their counts): a mean per rollout as
+    a ratio summed over questions, so `ratio_interval` resamples questions as every other figure does."""
+    question = table.rollout_question()
+    weights = np.asarray(values, float) * counted
+    return (np.bincount(question, weights=weights, minlength=table.n_questions),
+            np.bincount(question, weights=counted.astype(float), minlength=table.n_questions))
+
+
+def rollout_figures(table: TurnTable, label: str, draws: np.ndarray) -> dict:
+    """Mean per-rollout ρ (rollouts of ≥ 2 and of ≥ 3 actions), the share of rollouts whose credit
+    varies, and the counts behind them."""
+    c, t, r = table.credit[label], table.truth, table.rollout
+    two, three = M.rollout_agreement(c, t, r, min_actions=2), M.rollout_agreement(c, t, r, min_actions=3)
+    return {
+        "rollout_rho": M.ratio_interval(*per_rollout_question(table, two.rho, two.kept), draws),
+        "rollout_rho_3": M.ratio_interval(*per_rollout_question(table, three.rho, three.kept), draws),
+        "credit_varies": M.ratio_interval(*per_rollout_question(table, two.varies, two.multi), draws),
+        "counts": {"rollouts_ranked": int(two.kept.sum()), "rollouts_ranked_3": int(three.kept.sum()),
+                   "rollouts_varying": int(two.varies.sum()), "rollouts_multi_action": int(two.multi.sum())},
+    }
+
+
 def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: float,
                    reference: str | None) -> dict:
     c, t, r = table.credit[label], table.truth, table.rollout
     keep = M.multi_action(r)
-    dev_c, dev_t = M.rollout_deviations(c, r), M.rollout_deviations(t, r)  # unchanged by resampling questions
+    # unchanged by resampling questions; ties snapped per rollout first, as `within_rollout_spearman` does
+    dev_c, dev_t = M.rollout_deviations(M.snap_within(c, r), r), M.rollout_deviations(M.snap_within(t, r), r)
 
     def within(mask):
         return lambda idx, _copy: M.spearman(dev_c[idx][(keep & mask)[idx]], dev_t[idx][(keep & mask)[idx]])
@@ -94,6 +127,7 @@ def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: f
                                              draws),
         "useful_above_mean": M.ratio_interval(*per_question(
             table, lambda m: M.useful_above_mean_scores(c[m], t[m], r[m], table.failed[m], threshold)), draws),
+        **rollout_figures(table, label, draws),
     }
     if reference is not None and reference != label and reference in table.credit:
         base = table.credit[reference]
@@ -107,7 +141,7 @@ def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: f
 def ceiling_figures(table: TurnTable, draws: np.ndarray) -> dict:
     a, b, r = table.truth_halves[0], table.truth_halves[1], table.rollout
     keep = M.multi_action(r)
-    dev_a, dev_b = M.rollout_deviations(a, r), M.rollout_deviations(b, r)
+    dev_a, dev_b = M.rollout_deviations(M.snap_within(a, r), r), M.rollout_deviations(M.snap_within(b, r), r)
     pooled = M.resampled_interval(lambda idx, _copy: M.spearman_brown(M.spearman(a[idx], b[idx])), table.question, draws)
     within = M.resampled_interval(lambda idx, _copy: M.spearman_brown(M.spearman(dev_a[idx][keep[idx]], dev_b[idx][keep[idx]])),
                                   table.question, draws)
@@ -177,16 +211,21 @@ def markdown(summary: dict, reference: str = "grpo") -> str:
             f"95% bootstrap intervals over questions ({summary['bootstrap']} draws).\n\n"
             f"Ceiling (split-half reliability of A*, Spearman–Brown): pooled {fmt(ceiling['pooled_reliability'])} "
             f"(largest reachable ρ {ceiling['pooled_ceiling']:.2f}), within rollouts {fmt(ceiling['within_reliability'])} "
-            f"(largest reachable ρ {ceiling['within_ceiling']:.2f}).\n")
+            f"(largest reachable ρ {ceiling['within_ceiling']:.2f}).\n\n"
+            f"Mean per-rollout ρ: each rollout's own Spearman ρ, averaged over the rollouts (count in brackets) with "
+            f"≥ 2 actions whose credit and A* both vary; credit varies: rollouts with ≥ 2 actions whose credit is "
+            f"not one value. Values within {M.REL_TIE:g} × the largest |value| ranked together are ties.\n")
     vs = f"pooled ρ − {reference}"
-    cols = ["method", "pooled ρ", "within-rollout ρ", "sign agreement", "pair concordance",
-            "failed: useful turns above mean", vs, "inputs s", "extra tokens"]
+    cols = ["method", "pooled ρ", "within-rollout ρ", "mean per-rollout ρ (rollouts)", "credit varies (rollouts)",
+            "sign agreement", "pair concordance", "failed: useful turns above mean", vs, "inputs s", "extra tokens"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     costs = summary["cost"]["methods"]
     for label, f in summary["methods"].items():
-        diff = f.get(f"pooled_rho_vs_{reference}")
+        diff, n = f.get(f"pooled_rho_vs_{reference}"), f["counts"]
         lines.append("| " + " | ".join([
-            label, fmt(f["pooled_rho"]), fmt(f["within_rho"]), fmt(f["sign_agreement"]), fmt(f["pair_concordance"]),
+            label, fmt(f["pooled_rho"]), fmt(f["within_rho"]), f"{fmt(f['rollout_rho'])} ({n['rollouts_ranked']})",
+            f"{fmt(f['credit_varies'])} ({n['rollouts_varying']}/{n['rollouts_multi_action']})",
+            fmt(f["sign_agreement"]), fmt(f["pair_concordance"]),
             fmt(f["useful_above_mean"]), fmt(diff) if diff else "–",
             f"{costs[label]['seconds']:.1f}", f"{costs[label]['extra_tokens']:.0f}"]) + " |")
     kinds = sorted({k for f in summary["methods"].values() for k in f["within_rho_by_kind"]})
