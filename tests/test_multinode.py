@@ -1,5 +1,5 @@
-"""Several nodes simulated on this machine: the README's two `torchrun --nnodes=2` commands (one process
-per node, CPU, gloo), read from README.md and run as written there, with only a free port, a temporary run
+"""Several nodes simulated on this machine: the documentation's two `torchrun --nnodes=2` commands (one process
+per node, CPU, gloo), read from docs/scale-out.md and run as written there, with only a free port, a temporary run
 folder and the tests' tiny sizes put in. Both processes join one world of 2, train 2 steps and answer their
 own share of the test questions.
 """
@@ -29,7 +29,7 @@ TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 
 
 def node_commands() -> list[str]:
-    """The README's multi-node commands, node 0 first."""
+    """The documented multi-node commands, node 0 first."""
     commands = [c for c in readme_commands() if c.startswith("torchrun --nnodes=2 ")]
     return sorted(commands, key=lambda c: re.search(r"--node_rank=(\d+)", c).group(1))
 

@@ -1,7 +1,9 @@
-"""Every command README.md shows runs (issue 30, item 6): each command of its ```bash blocks, and each
-command written inline (`python ...`, `make ...`, `scripts/...`), is either run here in a tiny variant,
-run by a named test elsewhere, or listed with the reason it is not run (a GPU, an install, the suite
-itself). A README command with none of the three fails `test_every_readme_command_has_a_smoke_test`.
+"""Every command README.md and the documentation site's pages show runs (issue 30, item 6; issue 45): each
+command of their ```bash blocks, and each command written inline (`python ...`, `make ...`, `scripts/...`),
+is either run here in a tiny variant, run by a named test elsewhere, or listed with the reason it is not
+run (a GPU, an install, the suite itself). A command with none of the three fails
+`test_every_readme_command_has_a_smoke_test`. The pages are those of mkdocs.yml's nav except RECORD_PAGES,
+logs of what ran (their commands name one-off sweep folders and historical revisions).
 
 Tiny variant: the README's own arguments, placeholders filled (<run>, <ckpt>, <sweep>, <s>, <arm>,
 <name>), then the test configs' shrink (tiny model, 2 steps) for train.py, and small sizes for scripts.
@@ -14,6 +16,7 @@ import io
 import re
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +32,7 @@ SWEEP_SHRINK = [o for o in TINY if not o.startswith(("logger", "trainer.max_step
     "logger=csv", "trainer.max_steps=1", "trainer.val_check_interval=1"]
 
 FAST, SLOW = "run here", "run here (slow)"
+TUTORIAL = "tests/test_docs_tutorial.py::test_the_tutorial_adds_a_method_that_trains_and_is_measured"
 # README command -> (how, detail). how: FAST / SLOW (detail: the arguments added to the tiny variant),
 # "test" (detail: the test that runs it, file::name), or "not run" (detail: why).
 COMMANDS = {
@@ -210,13 +214,34 @@ COMMANDS = {
     "pip install --no-index --find-links wheels/ wheels/*.whl && pip install --no-deps -e .": (
         "not run", "installs packages on the GPU machine"),
     ".venv/bin/python -m pytest -q -m slow": ("not run", "the slow suite itself"),
+    # docs/add-a-method.md: the tutorial's commands run in a temporary copy holding its toy method
+    ".venv/bin/python -m pytest -q tests/test_answer_weighted.py": ("test", TUTORIAL),
+    "python train.py credit=answer-weighted credit.tool_weight=-1": ("test", TUTORIAL),
+    "python train.py credit=answer-weighted trainer.max_steps=2": ("test", TUTORIAL),
+    "python scripts/credit_fidelity.py methods=[grpo,answer-weighted] n=2 mc=2": ("test", TUTORIAL),
 }
 
 
+# Pages of the site that record what ran rather than tell a user what to type.
+RECORD_PAGES = ("results/README.md", "testbed.md")
+
+
+def doc_pages() -> list[Path]:
+    """README.md and every page of mkdocs.yml's nav (its `name: page.md` entries and bare `- page.md` items),
+    less RECORD_PAGES."""
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[1]
+    pages = re.findall(r"^\s*-\s+(?:[^\n:]+:\s+|\"[^\"]+\":\s+)?([\w/.-]+\.md)\s*$", nav, re.M)
+    assert pages, "mkdocs.yml has no nav pages"
+    return [ROOT / "README.md"] + [ROOT / "docs" / p for p in pages if p not in RECORD_PAGES]
+
+
 def readme_commands() -> list[str]:
-    """Every command README.md shows: the lines of its ```bash blocks (continuations joined, comments cut)
-    and inline code that starts like a command."""
-    text = (ROOT / "README.md").read_text()
+    """Every command README.md and the site's pages show: the lines of their ```bash blocks (continuations
+    joined, comments cut) and inline code that starts like a command."""
+    return list(dict.fromkeys(c for page in doc_pages() for c in page_commands(page.read_text())))
+
+
+def page_commands(text: str) -> list[str]:
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
@@ -232,11 +257,11 @@ def readme_commands() -> list[str]:
 
 def test_every_readme_command_has_a_smoke_test():
     commands = readme_commands()
-    assert len(commands) >= 40, commands  # the parser found the README's commands
+    assert len(commands) >= 40, commands  # the parser found the pages' commands
     missing = [c for c in commands if c not in COMMANDS]
-    assert not missing, f"README commands with no smoke test (add them to COMMANDS): {missing}"
+    assert not missing, f"commands of README.md or the docs pages with no smoke test (add them to COMMANDS): {missing}"
     stale = [c for c in COMMANDS if c not in commands]
-    assert not stale, f"COMMANDS names commands README.md no longer shows: {stale}"
+    assert not stale, f"COMMANDS names commands that README.md and the docs pages no longer show: {stale}"
     for command, (how, detail) in COMMANDS.items():
         assert how in (FAST, SLOW, "test", "not run"), command
         if how == "test":

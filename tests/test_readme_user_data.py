@@ -1,4 +1,4 @@
-"""The README's own-data command runs as documented with the default (tiny) model (issue 20, item 1):
+"""The own-data command of the documentation (docs/corpus.md) runs as documented with the default (tiny) model (issue 20, item 1):
 the tiny model on your own data starts from the synthetic world's base policy."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import shlex
 
 import pytest
 
-from tiny_runs import ROOT, SMALL_WARM_START, TINY, hydra_cli, read_metrics
+from test_readme_commands import doc_pages
+from tiny_runs import SMALL_WARM_START, TINY, hydra_cli, read_metrics
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -20,11 +21,12 @@ ORGS = ["Harbor Press", "Vale Works", "North Mill", "Stone Bank", "Elm Hall", "G
 
 
 def readme_command() -> list[str]:
-    """The arguments of the README's `python train.py data=user ...` line."""
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("python train.py data=user"):
-            return shlex.split(line)[2:]
-    raise AssertionError("README.md has no `python train.py data=user ...` command")
+    """The arguments of the documented `python train.py data=user ...` line (README.md or a docs page)."""
+    for page in doc_pages():
+        for line in page.read_text().splitlines():
+            if line.startswith("python train.py data=user"):
+                return shlex.split(line)[2:]
+    raise AssertionError("neither README.md nor a docs page has a `python train.py data=user ...` command")
 
 
 def write_user_files(folder) -> None:
