@@ -33,6 +33,7 @@ def test_builtin_methods_and_their_requirements():
     assert get_credit("trace").inputs == ("reference_scores",)
     assert get_credit("prover").inputs == ("verified_segment",)
     assert get_credit("gigpo").inputs == ("state_keys",) and get_credit("spo-chain").inputs == ("chain_values",)
+    assert get_credit("mc-value").inputs == ("state_values",)
     assert get_credit("grpo").inputs == () and not get_credit("grpo").reads("reference_scores")
     assert get_credit("gspo").ratio_level == "sequence"
     assert get_credit("grpo").ratio_level == "token"
@@ -41,9 +42,11 @@ def test_builtin_methods_and_their_requirements():
 def test_duplicate_and_unknown_names():
     with pytest.raises(ValueError, match="'grpo' is already registered"):
         register_credit("grpo")(lambda group, *, outcome_scale="std": None)
-    # signal: a session fixture of other tests, registered by whichever workflow test runs first
-    with pytest.raises(ValueError, match="registered: budget-grpo, gigpo, grpo, gspo, prover, (signal, )?spo-chain, trace"):
+    # Every registered name, sorted (the built-in ones, and `signal` when a workflow test registered it first).
+    with pytest.raises(ValueError, match="unknown credit method 'ppo'; registered: budget-grpo, gigpo, ") as err:
         get_credit("ppo")
+    assert str(err.value).endswith("registered: " + ", ".join(available_credits()))
+    assert {"grpo", "trace", "prover", "mc-value"} <= set(available_credits())
 
 
 def test_registration_requires_keyword_only_knobs():
@@ -133,7 +136,7 @@ def _composed(name):
     return split_method_credit(plain(compose_config([f"credit={name}"]).credit))[0]
 
 
-@pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo"])
+@pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo", "mc-value"])
 def test_each_default_lives_once_in_the_code(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith(f"# python train.py credit={name}")
@@ -173,6 +176,10 @@ def test_paper_defaults():
     ("grpo", {"K": 3}, "unknown knob credit.K for credit=grpo; allowed: outcome_scale, clip_low"),
     ("prover", {"eligible_low": 0.5, "eligible_high": 0.5}, "credit.eligible_low (0.5) must be < credit.eligible_high (0.5)"),
     ("prover", {"num_continuations": 0}, "credit.num_continuations must be an integer >= 1"),
+    ("mc-value", {"num_continuations": 0}, "credit.num_continuations must be an integer >= 1, got 0"),
+    ("mc-value", {"num_continuations": 2.5}, "credit.num_continuations must be an integer >= 1, got 2.5"),
+    ("mc-value", {"only_mixed_groups": "yes"}, "credit.only_mixed_groups must be true or false, got 'yes'"),
+    ("mc-value", {"outcome_scale": "std"}, "unknown knob credit.outcome_scale for credit=mc-value"),
     ("prover", {"name": "trace"}, "credit.name is 'trace' but the method is 'prover'"),
     ("prover", {"tis_cap": -1}, "credit.tis_cap must be null (off) or a number > 0"),
 ])

@@ -84,3 +84,14 @@ def test_advantage_rows_cut_each_row_to_its_own_rollout():
     group_padded = [torch.tensor([0.0, 0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, -1.0, -1.0, -1.0, 0.0])]
     rows = advantage_rows(group_padded, [3, 4], torch.zeros(2, 4))
     assert rows.tolist() == [[0.0, 0.5, 0.5, 0.0], [0.0, -1.0, -1.0, -1.0]]
+
+
+def test_mc_value_trains_and_logs_its_continuation_cost(tmp_path):
+    train_tiny(tmp_path, "credit=mc-value", "credit.num_continuations=1", "rollout.max_tool_turns=2", *MORE)
+    keys = logged(tmp_path, "credit/")
+    assert {"credit/extra_tokens", "credit/extra_token_ratio", "credit/measured", "credit/states",
+            "credit/measured_group"} <= keys and "time/values_s" in logged(tmp_path, "time/")
+    rows = [r for r in read_metrics(tmp_path) if r.get("credit/extra_tokens")]
+    assert all(float(r["credit/measured"]) >= 1 and float(r["credit/extra_tokens"]) > 0 for r in rows)  # S_0 at least
+    samples = [json.loads(line) for line in (tmp_path / "credit_samples.jsonl").read_text().splitlines()]
+    assert samples and all(len(s["state_values"]) == s["num_tool_turns"] + 1 for s in samples)

@@ -84,6 +84,8 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
                       "null (use extra_rollouts) or the metrics.csv of a ProVer run"),
     # SPO-chain
     "max_segments": _integer(1),
+    # Monte Carlo value credit (num_continuations is checked with ProVer's)
+    "only_mixed_groups": ((lambda v: isinstance(v, bool)), "true or false"),
     # GiGPO (gamma is checked with TRACE's)
     "omega": _non_negative(),
     "step_scale": _choice(OUTCOME_SCALES),

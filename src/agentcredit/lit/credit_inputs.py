@@ -6,6 +6,7 @@ per named credit input (``INPUT_BUILDERS``), called only for the inputs a method
 - a verified segment (ProVer): judge proposal + continuations from restored states;
 - boundary values (SPO-chain): continuations from fixed internal boundaries of successful rollouts;
 - state keys (GiGPO): the anchor key of the environment snapshot at every boundary.
+- state values (mc-value): Monte Carlo V̂(S_k) from continuations from every state a rollout acted from.
 
 ``group_size`` gives the rollouts per group: ``rollout.group_size`` plus a method's ``extra_rollouts``
 (budget-matched GRPO), which ``credit.match_metrics`` may derive from a ProVer run's metrics.csv.
@@ -91,6 +92,12 @@ def _chain_values(req: InputRequest) -> tuple[object, dict]:
     return measure_chains(req.trajectories, req.question, req.worker, req.run_knobs)
 
 
+def _state_values(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    from agentcredit.agent.state_values import measure_state_values
+
+    return measure_state_values(req.trajectories, req.question, req.worker, req.run_knobs)
+
+
 def _state_keys(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
     return [torch.tensor([s.anchor_key() for s in t.snapshots], dtype=torch.long) for t in req.trajectories], {}
 
@@ -105,6 +112,7 @@ INPUT_BUILDERS: dict[str, InputBuilder] = {
     "reference_scores": _reference_scores,
     "chain_values": _chain_values,
     "state_keys": _state_keys,
+    "state_values": _state_values,
     "verified_segment": _verified_segment,
 }
 
