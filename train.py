@@ -1,4 +1,4 @@
-"""Hydra entry point. python train.py credit=trace credit.K=3  (config groups: conf/, a link to src/agentcredit/conf; see README.md)."""
+"""Hydra entry point. python train.py credit=trace credit.K=3  (config groups: conf/, a link to src/agentcredit/conf; see README.md and docs/)."""
 
 import sys
 

@@ -19,7 +19,7 @@
 # a training run what its metrics.csv says: step time, weight sync seconds and the largest logprob gap
 # (scripts/check_line.py).
 # The GPU image holds torch, lightning, transformers and peft but not hydra-core, omegaconf or faiss:
-# see the README's "GPU check" section for the wheels to carry.
+# see docs/gpu-check.md for the wheels to carry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python}
