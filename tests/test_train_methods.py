@@ -69,6 +69,17 @@ def test_gigpo_and_budget_grpo_train(tmp_path):
     assert {float(r["rollout/group_size"]) for r in rows if r.get("rollout/group_size")} == {4.0}  # 3 + 1
 
 
+def test_turn_critic_trains_and_logs_its_critic(tmp_path):
+    train_tiny(tmp_path, "credit=turn-critic", *MORE)
+    keys = logged(tmp_path, "credit/")
+    assert {"credit/critic_forward_s", "credit/critic_fit_s", "credit/critic_loss", "credit/extra_token_ratio"} <= keys
+    samples = [json.loads(line) for line in (tmp_path / "credit_samples.jsonl").read_text().splitlines()]
+    assert samples
+    for s in samples:  # V at S_0..S_T; one advantage per state acted from (S_T only when it answered)
+        assert len(s["critic_values"]) == s["num_tool_turns"] + 1
+        assert len(s["gae_advantages"]) == s["num_tool_turns"] + (s["answer_advantage"] is not None)
+
+
 def test_a_run_ends_with_the_held_out_evaluation(tmp_path):
     train_tiny(tmp_path, "credit=grpo", *MORE)
     summary = json.loads((tmp_path / "test_summary.json").read_text())

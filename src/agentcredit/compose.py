@@ -160,8 +160,13 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
         from agentcredit.testbed.notes import answer_note
 
         answer_reasoning = answer_note  # the testbed's reference writes its plan note before every answer
+    critic = None
+    if method.reads("critic_values"):
+        from agentcredit.lit.critic import TurnCritic
+
+        critic = TurnCritic.for_policy(components.policy, credit)  # a fresh head; the module trains and saves it
     return CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
-                        answer_reasoning=answer_reasoning)
+                        answer_reasoning=answer_reasoning, critic=critic)
 
 
 def build_module(cfg: DictConfig, components):

@@ -86,6 +86,11 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "max_segments": _integer(1),
     # Monte Carlo value credit (num_continuations is checked with ProVer's)
     "only_mixed_groups": ((lambda v: isinstance(v, bool)), "true or false"),
+    # turn-level critic (gamma is checked with TRACE's)
+    "gae_lambda": _unit_interval(closed_low=True),
+    "whiten": ((lambda v: isinstance(v, bool)), "true or false"),
+    "critic_lr": _positive(),
+    "critic_epochs": _integer(1),
     # GiGPO (gamma is checked with TRACE's)
     "omega": _non_negative(),
     "step_scale": _choice(OUTCOME_SCALES),

@@ -6,6 +6,7 @@ per named credit input (``INPUT_BUILDERS``), called only for the inputs a method
 - a verified segment (ProVer): judge proposal + continuations from restored states;
 - boundary values (SPO-chain): continuations from fixed internal boundaries of successful rollouts;
 - state keys (GiGPO): the anchor key of the environment snapshot at every boundary.
+- critic values (turn-critic): the learned value head's V_φ(S_k) at every boundary (``lit.critic``).
 - state values (mc-value): Monte Carlo V̂(S_k) from continuations from every state a rollout acted from.
 
 ``group_size`` gives the rollouts per group: ``rollout.group_size`` plus a method's ``extra_rollouts``
@@ -32,8 +33,9 @@ SegmentVerifier = Callable[[list[Trajectory], Question, object, dict], tuple[Ver
 
 class CreditInputs:
     def __init__(self, reference=None, chat=None, score_fn=None, segment_verifier: SegmentVerifier | None = None,
-                 answer_reasoning: Callable[[Question], str] | None = None):
+                 answer_reasoning: Callable[[Question], str] | None = None, critic=None):
         self.reference = reference
+        self.critic = critic  # lit.critic.TurnCritic: its V_φ(S_k) are the critic_values input (turn-critic)
         self.chat = chat
         self.score_fn = score_fn  # (reference, [(input_ids, boundaries, opener, answer)]) -> [(T+1,)]
         self.segment_verifier = segment_verifier
@@ -46,6 +48,8 @@ class CreditInputs:
         start = getattr(self.segment_verifier, "start_step", None)
         if start is not None:
             start()
+        if self.critic is not None:
+            self.critic.clear()  # states a step measured but did not fit (an instrument's, not training's) go
 
     def reference_scores(self, trajectories: list[Trajectory], question: Question) -> list[torch.Tensor]:
         if self.reference is None or self.score_fn is None:
@@ -98,6 +102,12 @@ def _state_values(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
     return measure_state_values(req.trajectories, req.question, req.worker, req.run_knobs)
 
 
+def _critic_values(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    if req.inputs.critic is None:
+        raise ValueError(f"credit={req.method_name} needs critic values but no critic was set up")
+    return req.inputs.critic.values(req.worker.model, req.trajectories)  # the policy the rollouts sampled from
+
+
 def _state_keys(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
     return [torch.tensor([s.anchor_key() for s in t.snapshots], dtype=torch.long) for t in req.trajectories], {}
 
@@ -114,6 +124,7 @@ INPUT_BUILDERS: dict[str, InputBuilder] = {
     "state_keys": _state_keys,
     "state_values": _state_values,
     "verified_segment": _verified_segment,
+    "critic_values": _critic_values,
 }
 
 

@@ -113,6 +113,7 @@ class AgentRLModule(L.LightningModule):
         self.group_size = rollout_cfg.group_size + extra_rollouts(self.credit.run, rollout_cfg.group_size)
         self.settings = settings
         self.credit_inputs = credit_inputs
+        self.critic = credit_inputs.critic  # a learned value head (lit/critic.py), a submodule so checkpoints hold it
         self.automatic_optimization = False  # one update per rollout batch, gradients accumulated over micro-batches
         self._last_samples: list[dict] = []
         self._val_outcomes: list[dict] = []
@@ -194,6 +195,8 @@ class AgentRLModule(L.LightningModule):
             self._engine.sleep()  # GPU with rollout.vllm.sleep_level > 0: the update gets the engine's memory
         self.policy.train()
         stats = self._optimise(trajectories, advantages)
+        if self.critic is not None:
+            stats.update(self.critic.fit())  # to the λ-returns of the values this step's credit used
         t_update = time.perf_counter() - t2
         if self._engine is not None:
             stats["time/weight_sync_s"] = self._sync_engine()
@@ -496,7 +499,13 @@ class AgentRLModule(L.LightningModule):
             for record in self._last_samples:
                 f.write(json_line(record))  # a NaN in a diagnostic is written as null, which readers accept
 
+    def on_save_checkpoint(self, checkpoint):
+        if self.critic is not None:
+            checkpoint["critic_optimizer"] = self.critic.optimizer_state()
+
     def on_load_checkpoint(self, checkpoint):
+        if self.critic is not None:
+            self.critic.load_optimizer_state(checkpoint.get("critic_optimizer"))
         # Before Lightning loads it: weights of another shape, none at all, or no optimiser state would be
         # a long traceback from load_state_dict or the loops; here they are one CheckpointError line.
         from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem

@@ -1,0 +1,179 @@
+"""turn-critic (Turn-PPO): GAE over turns, λ-returns, value loss and explained variance against numbers computed
+by hand; the value head reads the policy's hidden state at each boundary; a tiny run trains it and a resumed
+run restores it (weights and Adam state)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from agentcredit.agent.trajectory import Trajectory
+from agentcredit.credit import CreditGroup, get_credit
+from agentcredit.credit.config import validate_credit_config
+from agentcredit.credit.critic import explained_variance, lambda_returns, turn_gae, value_loss, whiten_turns
+from agentcredit.lit.critic import TurnCritic
+from tiny_runs import read_metrics, train_tiny
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+# --- pure functions ----------------------------------------------------------------------------------
+
+def test_turn_gae_by_hand():
+    # V = [0.5, 0.2, 0.4], R = 1, γ = 0.5, λ = 0.5 (γλ = 0.25); V = 0 after the last action:
+    # δ0 = 0 + 0.5·0.2 − 0.5 = −0.4, δ1 = 0 + 0.5·0.4 − 0.2 = 0.0, δ2 = 1 + 0 − 0.4 = 0.6
+    # A2 = 0.6, A1 = 0.0 + 0.25·0.6 = 0.15, A0 = −0.4 + 0.25·0.15 = −0.3625
+    values = torch.tensor([0.5, 0.2, 0.4], dtype=torch.float64)
+    assert turn_gae(values, 1.0, 0.5, 0.5).tolist() == pytest.approx([-0.3625, 0.15, 0.6])
+    # G^λ = A + V = [0.1375, 0.35, 1.0]
+    assert lambda_returns(values, 1.0, 0.5, 0.5).tolist() == pytest.approx([0.1375, 0.35, 1.0])
+    # λ = 1: A0 = −0.4 + 0.5·(0 + 0.5·0.6) = −0.25, A1 = 0.3; G = γ^(n−1−k) R = [0.25, 0.5, 1] (Monte Carlo)
+    assert turn_gae(values, 1.0, 0.5, 1.0).tolist() == pytest.approx([-0.25, 0.3, 0.6])
+    assert lambda_returns(values, 1.0, 0.5, 1.0).tolist() == pytest.approx([0.25, 0.5, 1.0])
+    # λ = 0: A = δ
+    assert turn_gae(values, 1.0, 0.5, 0.0).tolist() == pytest.approx([-0.4, 0.0, 0.6])
+    assert turn_gae(torch.zeros(0), 1.0, 0.5, 0.5).numel() == 0
+
+
+def test_an_untrained_head_gives_the_discounted_outcome():
+    # V = 0: only δ_{n−1} = R is non-zero, so A_k = (γλ)^(n−1−k) R; γλ = 0.99·0.9 = 0.891
+    adv = turn_gae(torch.zeros(3, dtype=torch.float64), 1.1, 0.99, 0.9)
+    assert adv.tolist() == pytest.approx([0.891 ** 2 * 1.1, 0.891 * 1.1, 1.1])
+
+
+def test_value_loss_and_explained_variance_by_hand():
+    # ((0.5 − 1)² + (0 − 1)²) / 2 = (0.25 + 1) / 2 = 0.625
+    assert float(value_loss(torch.tensor([0.5, 0.0]), torch.tensor([1.0, 1.0]))) == pytest.approx(0.625)
+    # G = [0, 1, 2, 3]: Var = 1.25; G − V = [0, 0, 0, 1]: Var = 0.25 − 0.0625 = 0.1875; 1 − 0.1875/1.25 = 0.85
+    assert explained_variance(torch.tensor([0.0, 1.0, 2.0, 2.0]), torch.tensor([0.0, 1.0, 2.0, 3.0])) == pytest.approx(0.85)
+    assert math.isnan(explained_variance(torch.zeros(3), torch.ones(3)))  # nothing to explain
+    assert float(value_loss(torch.zeros(0), torch.zeros(0))) == 0.0
+
+
+def _group(whiten_values=None) -> CreditGroup:
+    # rollout 0: one tool turn, then an answer (R = 1); rollout 1: one tool turn, cut by the tool limit (R = 0)
+    return CreditGroup(
+        rewards=torch.tensor([1.0, 0.0]),
+        turn_ids=torch.tensor([[-1, 0, 0, -1, -2, -2], [-1, 0, 0, -1, -1, -1]]),
+        loss_mask=torch.tensor([[0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 0, 0]]),
+        num_turns=torch.tensor([1, 1]),
+        critic_values=whiten_values or [torch.tensor([0.5, 0.4]), torch.tensor([0.2, 0.9])],
+    )
+
+
+def test_token_advantages_by_hand():
+    method = get_credit("turn-critic")
+    assert method.inputs == ("critic_values",)
+    # γ = 0.5, λ = 0.5. Rollout 0 acts from S_0, S_1: δ0 = 0.5·0.4 − 0.5 = −0.3, δ1 = 1 − 0.4 = 0.6;
+    # A1 = 0.6, A0 = −0.3 + 0.25·0.6 = −0.15. Rollout 1 acts from S_0 only (S_1 is terminal, its 0.9 unused):
+    # δ0 = 0 + 0 − 0.2 = −0.2 = A0.
+    adv = method.advantages(_group(), gamma=0.5, gae_lambda=0.5, whiten=False)
+    assert adv[0].tolist() == pytest.approx([0, -0.15, -0.15, 0, 0.6, 0.6])
+    assert adv[1].tolist() == pytest.approx([0, -0.2, -0.2, 0, 0, 0])
+    # whitened over the group's 3 actions [−0.15, 0.6, −0.2]: mean 0.25/3; deviations −0.23333, 0.51667,
+    # −0.28333; σ² = (0.054444 + 0.266944 + 0.080278)/3 = 0.133889, σ = 0.365908
+    adv = method.advantages(_group(), gamma=0.5, gae_lambda=0.5, whiten=True)
+    assert adv[0].tolist() == pytest.approx([0, -0.63768, -0.63768, 0, 1.41201, 1.41201], abs=1e-4)
+    assert adv[1].tolist() == pytest.approx([0, -0.77433, -0.77433, 0, 0, 0], abs=1e-4)
+    logs = method.diagnostics(_group(), gamma=0.5, gae_lambda=0.5, whiten=False)
+    assert logs["gae_advantages"] == [pytest.approx([-0.15, 0.6]), pytest.approx([-0.2])]
+    assert whiten_turns([torch.ones(2), torch.ones(1)])[0].tolist() == [0.0, 0.0]  # no spread: no credit
+
+
+def test_knob_ranges_are_checked():
+    validate_credit_config("turn-critic", {"gamma": 0.9, "gae_lambda": 0.0, "critic_lr": 1e-4, "critic_epochs": 1})
+    for key, bad in [("gae_lambda", 1.5), ("critic_lr", 0), ("critic_epochs", 0), ("whiten", "yes"), ("gamma", 0)]:
+        with pytest.raises(ValueError, match=f"credit.{key} must be"):
+            validate_credit_config("turn-critic", {key: bad})
+
+
+# --- the value head ----------------------------------------------------------------------------------
+
+def _policy() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    return LlamaForCausalLM(config).eval()
+
+
+def _rollout(ids, boundaries, answered: bool, reward: float) -> Trajectory:
+    turn_ids = [-1] * len(ids)
+    loss_mask = [0] * len(ids)
+    if answered:
+        turn_ids[-1], loss_mask[-1] = -2, 1
+    return Trajectory("q", list(ids), loss_mask, turn_ids, list(boundaries), [None] * len(boundaries),
+                      [0.0] * len(ids), reward=reward)
+
+
+def test_the_head_reads_each_boundary_and_learns_the_lambda_returns():
+    policy = _policy()
+    critic = TurnCritic(16, lr=0.05, epochs=1, gamma=0.5, gae_lambda=0.5)
+    rollouts = [_rollout(range(1, 11), [3, 7], True, 1.0), _rollout(range(20, 26), [2, 5], False, 0.0)]
+    features = critic.boundary_features(policy, rollouts)
+    # causal model: the state S_k's representation is the hidden state of its own last token, as if run alone
+    alone = policy.get_decoder()(input_ids=torch.tensor([[1, 2, 3, 4, 5, 6, 7]])).last_hidden_state[0, -1]
+    assert torch.allclose(features[0][1], alone, atol=1e-5)
+    values, logs = critic.values(policy, rollouts)
+    assert [v.tolist() for v in values] == [[0.0, 0.0], [0.0, 0.0]]  # the last layer starts at 0
+    assert logs["extra_tokens"] == 0.0 and logs["critic_forward_tokens"] == 16.0
+    first = critic.fit()
+    # targets with V = 0: rollout 0 acts from S_0, S_1 (answered): G = [(γλ)·1, 1] = [0.25, 1];
+    # rollout 1 acts from S_0 only, R = 0: G = [0]. Loss = (0.0625 + 1 + 0)/3 = 0.354167
+    assert first["credit/critic_loss"] == pytest.approx(0.354167, abs=1e-5)
+    # G = [0.25, 1, 0]: mean 0.41667, Var = (0.027778 + 0.340278 + 0.173611)/3 = 0.180556; V = 0: EV = 1 − Var(G)/Var(G) = 0
+    assert first["credit/critic_explained_var"] == pytest.approx(0.0, abs=1e-6)
+    assert first["credit/critic_states"] == 3.0
+    for _ in range(60):
+        critic.values(policy, rollouts)
+        last = critic.fit()
+    assert last["credit/critic_loss"] < 0.1 * first["credit/critic_loss"]
+    assert all(not p.requires_grad for p in critic.parameters())  # DDP and FSDP never see the head
+
+
+# --- training and resume -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParityReward:
+    """The real reward's interface with a reward an untrained policy earns: 1 without a final turn (the tool
+    limit), else the parity of the final text's length (deterministic given the sampled tokens, so a resumed run
+    earns what the uninterrupted one did)."""
+
+    correct_score: float = 1.0
+
+    def __call__(self, final_text, question):
+        return (1.0 if final_text is None else float(len(final_text) % 2)), None, False
+
+    def is_success(self, reward: float) -> bool:
+        return reward >= self.correct_score
+
+
+RUN = ["credit=turn-critic", "credit.critic_lr=0.05", "logger=csv", "trainer.max_steps=4", "trainer.val_check_interval=2",
+       "checkpoint.every_n_steps=2", "rollout.group_size=3"]
+
+
+def head(ckpt) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"].items()
+            if k.startswith("critic.")}
+
+
+def test_training_moves_the_head_and_a_resumed_run_restores_it(tmp_path, monkeypatch):
+    monkeypatch.setattr("agentcredit.compose.make_reward_fn", lambda env_cfg: ParityReward())
+    train_tiny(tmp_path / "whole", *RUN)
+    at2 = head(tmp_path / "whole" / "checkpoints" / "step2.ckpt")
+    assert set(at2) == {"critic.head.0.weight", "critic.head.0.bias", "critic.head.2.weight", "critic.head.2.bias"}
+    assert at2["critic.head.2.weight"].abs().sum() > 0  # it starts at 0: two steps moved it
+    ckpt = torch.load(tmp_path / "whole" / "checkpoints" / "step2.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["critic_optimizer"]["state"], "no Adam moments of the head in the checkpoint"
+    rows = read_metrics(tmp_path / "whole")
+    keys = {k for r in rows for k, v in r.items() if v != ""}
+    assert {"credit/critic_loss", "credit/critic_fit_s", "credit/critic_forward_s", "credit/extra_token_ratio"} <= keys
+
+    # Steps 3-4 again from step 2's checkpoint: the same head at the end only if its weights and Adam state came back.
+    train_tiny(tmp_path / "resumed", *RUN, f"ckpt_path={tmp_path / 'whole' / 'checkpoints' / 'step2.ckpt'}")
+    whole, resumed = head(tmp_path / "whole" / "checkpoints" / "last.ckpt"), head(tmp_path / "resumed" / "checkpoints" / "last.ckpt")
+    assert any(not torch.equal(whole[k], at2[k]) for k in whole)  # steps 3-4 moved it again
+    assert all(torch.allclose(whole[k], resumed[k], atol=1e-6) for k in whole)
