@@ -6,7 +6,7 @@ compose it with that override, checked by `validation.prepare_config`, and split
 `credit.config.split_credit_config`; its inputs (reference scores, a judge-verified segment, chain
 values, state keys) come from `lit.credit_inputs.build_group` as its registry entry declares, and its
 advantages from `method.advantages(group, **knobs)`. Methods that sample their own continuations
-(ProVer, SPO-chain) sample them with their own seeds, never reusing the ground truth's.
+(ProVer, SPO-chain, mc-value) sample them with their own seeds, never reusing the ground truth's.
 
 A turn's credit is the mean token advantage over that turn's sampled tokens.
 """
