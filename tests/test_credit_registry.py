@@ -34,6 +34,7 @@ def test_builtin_methods_and_their_requirements():
     assert get_credit("prover").inputs == ("verified_segment",)
     assert get_credit("gigpo").inputs == ("state_keys",) and get_credit("spo-chain").inputs == ("chain_values",)
     assert get_credit("mc-value").inputs == ("state_values",)
+    assert get_credit("igpo").inputs == ("policy_scores",) == get_credit("trace-policy").inputs
     assert get_credit("turn-critic").inputs == ("critic_values",)
     assert get_credit("grpo").inputs == () and not get_credit("grpo").reads("reference_scores")
     assert get_credit("gspo").ratio_level == "sequence"
@@ -138,7 +139,7 @@ def _composed(name):
 
 
 @pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo", "mc-value",
-                                  "turn-critic"])
+                                  "igpo", "trace-policy", "turn-critic"])
 def test_each_default_lives_once_in_the_code(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith(f"# python train.py credit={name}")
@@ -162,6 +163,8 @@ def test_paper_defaults():
     assert (prover["num_continuations"], prover["lam"], prover["max_segment_turns"]) == (8, 1.0, 4)
     assert (prover["eligible_low"], prover["eligible_high"], prover["max_judge_corrections"]) == (0.0, 0.5, 3)
     assert (_composed("gspo")["clip_low"], _composed("gspo")["clip_high"]) == (3e-4, 4e-4)
+    igpo = _composed("igpo")  # the paper's: probability gains, one joint normalisation, γ = 1 (the authors' runs)
+    assert (igpo["gamma"], igpo["gain"], igpo["norm_mode"], igpo["reward_scale"]) == (1.0, "prob", "joint", "std")
     critic = _composed("turn-critic")  # Turn-PPO's best turn-level GAE: γ = 0.99, λ = 0.9
     assert (critic["gamma"], critic["gae_lambda"], critic["whiten"]) == (0.99, 0.9, True)
 
@@ -184,6 +187,12 @@ def test_paper_defaults():
     ("mc-value", {"num_continuations": 2.5}, "credit.num_continuations must be an integer >= 1, got 2.5"),
     ("mc-value", {"only_mixed_groups": "yes"}, "credit.only_mixed_groups must be true or false, got 'yes'"),
     ("mc-value", {"outcome_scale": "std"}, "unknown knob credit.outcome_scale for credit=mc-value"),
+    ("igpo", {"gain": "ratio"}, "credit.gain must be one of ['prob', 'log_prob'], got 'ratio'"),
+    ("igpo", {"norm_mode": "turn"}, "credit.norm_mode must be one of ['joint', 'separate'], got 'turn'"),
+    ("igpo", {"reward_scale": 1}, "credit.reward_scale must be one of ['std', 'none'], got 1"),
+    ("igpo", {"gamma": 0}, "credit.gamma must be a number in (0, 1], got 0"),
+    ("igpo", {"K": 3}, "unknown knob credit.K for credit=igpo"),
+    ("trace-policy", {"reference_path": "ref.ckpt"}, "unknown knob credit.reference_path for credit=trace-policy"),
     ("turn-critic", {"gae_lambda": 1.5}, "credit.gae_lambda must be a number in [0, 1], got 1.5"),
     ("turn-critic", {"critic_epochs": 0}, "credit.critic_epochs must be an integer >= 1, got 0"),
     ("turn-critic", {"critic_lr": -1}, "credit.critic_lr must be a number > 0, got -1"),

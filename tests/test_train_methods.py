@@ -69,6 +69,21 @@ def test_gigpo_and_budget_grpo_train(tmp_path):
     assert {float(r["rollout/group_size"]) for r in rows if r.get("rollout/group_size")} == {4.0}  # 3 + 1
 
 
+def test_igpo_and_trace_policy_train_on_the_policys_own_scores(tmp_path):
+    train_tiny(tmp_path / "igpo", "credit=igpo", *MORE)
+    keys = logged(tmp_path / "igpo", "credit/")
+    assert {"credit/scoring_s", "credit/scored_tokens", "credit/scored_token_ratio", "credit/info_gain_mean",
+            "credit/gold_prob_start"} <= keys
+    samples = [json.loads(line) for line in (tmp_path / "igpo" / "credit_samples.jsonl").read_text().splitlines()]
+    assert samples
+    for s in samples:
+        assert len(s["policy_scores"]) == s["num_tool_turns"] + 1 == len(s["info_gains"]) + 1 == len(s["igpo_advantages"])
+    train_tiny(tmp_path / "trace", "arm=trace_policy_scorer", *MORE)
+    assert {"credit/scoring_s", "credit/delta_mean"} <= logged(tmp_path / "trace", "credit/")
+    samples = [json.loads(line) for line in (tmp_path / "trace" / "credit_samples.jsonl").read_text().splitlines()]
+    assert samples and all(len(s["deltas"]) == len(s["policy_scores"]) - 1 for s in samples)
+
+
 def test_turn_critic_trains_and_logs_its_critic(tmp_path):
     train_tiny(tmp_path, "credit=turn-critic", *MORE)
     keys = logged(tmp_path, "credit/")

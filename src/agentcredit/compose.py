@@ -125,9 +125,9 @@ def tokenizer_corpus(world) -> list[str]:
 
 def build_credit_inputs(cfg: DictConfig, components, credit, method, references: dict | None = None):
     """What `method` needs beyond the rollouts (`lit.credit_inputs.CreditInputs`), as its registry entry
-    declares: the frozen reference and its scorer, a judge-driven segment verifier. `references` (reference
-    path -> ReferenceModel) lets several methods measured on the same policy share one reference copy
-    (scripts/credit_fidelity.py); it must be filled before any checkpoint replaces the initial weights."""
+    declares: the frozen reference and its scorer, the policy to score with, a judge-driven segment verifier.
+    `references` (reference path -> ReferenceModel) lets several methods measured on the same policy share one
+    reference copy (scripts/credit_fidelity.py); it must be filled before any checkpoint replaces the initial weights."""
     from agentcredit.lit.credit_inputs import CreditInputs
     from agentcredit.models.reference import build_reference
     from agentcredit.models.reference_scorer import ScoringItem, score_batch
@@ -160,13 +160,16 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
         from agentcredit.testbed.notes import answer_note
 
         answer_reasoning = answer_note  # the testbed's reference writes its plan note before every answer
+    # A method that scores with the current policy (IGPO) holds the trained module itself: the same object the
+    # LightningModule trains and FSDP2 shards in place, so its scores always come from the weights of that step.
+    policy = components.policy if method.reads("policy_scores") else None
     critic = None
     if method.reads("critic_values"):
         from agentcredit.lit.critic import TurnCritic
 
         critic = TurnCritic.for_policy(components.policy, credit)  # a fresh head; the module trains and saves it
     return CreditInputs(reference=reference, chat=components.chat, score_fn=score_fn, segment_verifier=segment_verifier,
-                        answer_reasoning=answer_reasoning, critic=critic)
+                        answer_reasoning=answer_reasoning, policy=policy, critic=critic)
 
 
 def build_module(cfg: DictConfig, components):

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agentcredit.credit.grpo import OUTCOME_SCALES
+from agentcredit.credit.igpo import GAINS, NORM_MODES
 from agentcredit.credit.losses import AGG_MODES, RATIO_LEVELS, policy_loss
 from agentcredit.credit.registry import get_credit
 from agentcredit.credit.trace import ANSWER_TAIL_RULES, TRANSFORMS
@@ -86,6 +87,10 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "max_segments": _integer(1),
     # Monte Carlo value credit (num_continuations is checked with ProVer's)
     "only_mixed_groups": ((lambda v: isinstance(v, bool)), "true or false"),
+    # IGPO (gamma is checked with TRACE's)
+    "gain": _choice(GAINS),
+    "norm_mode": _choice(NORM_MODES),
+    "reward_scale": _choice(OUTCOME_SCALES),
     # turn-level critic (gamma is checked with TRACE's)
     "gae_lambda": _unit_interval(closed_low=True),
     "whiten": ((lambda v: isinstance(v, bool)), "true or false"),

@@ -7,6 +7,7 @@ per named credit input (``INPUT_BUILDERS``), called only for the inputs a method
 - boundary values (SPO-chain): continuations from fixed internal boundaries of successful rollouts;
 - state keys (GiGPO): the anchor key of the environment snapshot at every boundary.
 - critic values (turn-critic): the learned value head's V_φ(S_k) at every boundary (``lit.critic``).
+- policy scores (IGPO, trace-policy): the same scores as the reference's, from the current policy's weights.
 - state values (mc-value): Monte Carlo V̂(S_k) from continuations from every state a rollout acted from.
 
 ``group_size`` gives the rollouts per group: ``rollout.group_size`` plus a method's ``extra_rollouts``
@@ -33,9 +34,12 @@ SegmentVerifier = Callable[[list[Trajectory], Question, object, dict], tuple[Ver
 
 class CreditInputs:
     def __init__(self, reference=None, chat=None, score_fn=None, segment_verifier: SegmentVerifier | None = None,
-                 answer_reasoning: Callable[[Question], str] | None = None, critic=None):
+                 answer_reasoning: Callable[[Question], str] | None = None, policy=None, critic=None):
         self.reference = reference
         self.critic = critic  # lit.critic.TurnCritic: its V_φ(S_k) are the critic_values input (turn-critic)
+        # The policy being trained (IGPO scores with it): the module the rollouts sample from, so under FSDP2 it
+        # is scored while training_step holds its weights gathered, between the rollouts and the update.
+        self.policy = policy
         self.chat = chat
         self.score_fn = score_fn  # (reference, [(input_ids, boundaries, opener, answer)]) -> [(T+1,)]
         self.segment_verifier = segment_verifier
@@ -54,11 +58,27 @@ class CreditInputs:
     def reference_scores(self, trajectories: list[Trajectory], question: Question) -> list[torch.Tensor]:
         if self.reference is None or self.score_fn is None:
             raise ValueError("this credit method needs reference scores but no reference scorer was set up")
+        return self.score_fn(self.reference, self.scoring_items(trajectories, question))
+
+    def policy_scores(self, trajectories: list[Trajectory], question: Question) -> list[torch.Tensor]:
+        """The reference's scores, with the current policy's weights: in eval mode (no dropout) and without
+        gradients (score_fn runs under no_grad), each module's mode restored afterwards."""
+        if self.policy is None or self.score_fn is None:
+            raise ValueError("this credit method needs policy scores but no policy scorer was set up")
+        modes = {m: m.training for m in self.policy.modules()}
+        self.policy.eval()
+        try:
+            return self.score_fn(self.policy, self.scoring_items(trajectories, question))
+        finally:
+            for module, was_training in modes.items():
+                module.training = was_training
+
+    def scoring_items(self, trajectories: list[Trajectory], question: Question) -> list[tuple]:
+        """(input_ids, boundaries, opener, answer) of every rollout: the gold answer after each S_k."""
         reasoning = self.answer_reasoning(question) if self.answer_reasoning else ""
         opener = self.chat.answer_opener_after(reasoning)
         answer = self.chat.encode(question.answer)
-        items = [(t.input_ids, t.boundaries, opener, answer) for t in trajectories]
-        return self.score_fn(self.reference, items)
+        return [(t.input_ids, t.boundaries, opener, answer) for t in trajectories]
 
     @torch.no_grad()
     def reference_token_logprobs(self, input_ids, attention_mask, temperature: float) -> torch.Tensor:
@@ -88,6 +108,21 @@ def _reference_scores(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
     t0 = time.perf_counter()
     scores = [s.float().cpu() for s in req.inputs.reference_scores(req.trajectories, req.question)]
     return scores, {"scoring_s": time.perf_counter() - t0, "mean_logprobs": [s.tolist() for s in scores]}
+
+
+def _policy_scores(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    t0 = time.perf_counter()
+    scores = [s.float().cpu() for s in req.inputs.policy_scores(req.trajectories, req.question)]
+    logs = {"scoring_s": time.perf_counter() - t0, "policy_scores": [s.tolist() for s in scores]}
+    return scores, {**logs, **scoring_tokens(req.inputs.scoring_items(req.trajectories, req.question))}
+
+
+def scoring_tokens(items: list[tuple]) -> dict:
+    """What the shared-prefix scorer ran: scored_tokens, the tokens of its forwards (each distinct rollout
+    once, then its T+1 probes of opener + answer), and sequence_tokens, the rollouts' own (the update's forward)."""
+    distinct = {tuple(ids): (len(bounds), len(opener) + len(answer) - 1) for ids, bounds, opener, answer in items}
+    scored = sum(len(ids) + n * probe for ids, (n, probe) in distinct.items())
+    return {"scored_tokens": float(scored), "sequence_tokens": float(sum(len(item[0]) for item in items))}
 
 
 def _chain_values(req: InputRequest) -> tuple[object, dict]:
@@ -120,6 +155,7 @@ def _verified_segment(req: InputRequest) -> tuple[object, dict]:
 
 INPUT_BUILDERS: dict[str, InputBuilder] = {
     "reference_scores": _reference_scores,
+    "policy_scores": _policy_scores,
     "chain_values": _chain_values,
     "state_keys": _state_keys,
     "state_values": _state_values,
