@@ -33,6 +33,7 @@ def test_builtin_methods_and_their_requirements():
     assert get_credit("trace").inputs == ("reference_scores",)
     assert get_credit("prover").inputs == ("verified_segment",)
     assert get_credit("gigpo").inputs == ("state_keys",) and get_credit("spo-chain").inputs == ("chain_values",)
+    assert get_credit("gold-evidence").inputs == ("evidence",)
     assert get_credit("mc-value").inputs == ("state_values",)
     assert get_credit("igpo").inputs == ("policy_scores",) == get_credit("trace-policy").inputs
     assert get_credit("turn-critic").inputs == ("critic_values",)
@@ -139,7 +140,7 @@ def _composed(name):
 
 
 @pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo", "mc-value",
-                                  "igpo", "trace-policy", "turn-critic"])
+                                  "igpo", "trace-policy", "turn-critic", "gold-evidence"])
 def test_each_default_lives_once_in_the_code(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith(f"# python train.py credit={name}")
@@ -197,6 +198,9 @@ def test_paper_defaults():
     ("turn-critic", {"critic_epochs": 0}, "credit.critic_epochs must be an integer >= 1, got 0"),
     ("turn-critic", {"critic_lr": -1}, "credit.critic_lr must be a number > 0, got -1"),
     ("turn-critic", {"lam": 0.9}, "unknown knob credit.lam for credit=turn-critic"),
+    ("gold-evidence", {"redundancy_coef": -1}, "credit.redundancy_coef must be a number >= 0, got -1"),
+    ("gold-evidence", {"gamma": 1.5}, "credit.gamma must be a number in (0, 1], got 1.5"),
+    ("gold-evidence", {"K": 3}, "unknown knob credit.K for credit=gold-evidence"),
     ("prover", {"name": "trace"}, "credit.name is 'trace' but the method is 'prover'"),
     ("prover", {"tis_cap": -1}, "credit.tis_cap must be null (off) or a number > 0"),
 ])

@@ -95,6 +95,17 @@ def test_turn_critic_trains_and_logs_its_critic(tmp_path):
         assert len(s["gae_advantages"]) == s["num_tool_turns"] + (s["answer_advantage"] is not None)
 
 
+def test_gold_evidence_trains_and_logs_its_events(tmp_path):
+    train_tiny(tmp_path, "credit=gold-evidence", *MORE)
+    keys = logged(tmp_path, "credit/")
+    assert {"credit/evidence_found", "credit/redundancy_mean", "credit/extra_tokens", "credit/extra_token_ratio"} <= keys
+    assert "time/evidence_s" in logged(tmp_path, "time/")
+    samples = [json.loads(line) for line in (tmp_path / "credit_samples.jsonl").read_text().splitlines()]
+    assert samples
+    for s in samples:
+        assert len(s["evidence_gains"]) == len(s["evidence_redundancy"]) == len(s["evidence_returns"]) == s["num_tool_turns"]
+
+
 def test_a_run_ends_with_the_held_out_evaluation(tmp_path):
     train_tiny(tmp_path, "credit=grpo", *MORE)
     summary = json.loads((tmp_path / "test_summary.json").read_text())

@@ -6,6 +6,7 @@ Importing this package registers the built-in methods, so ``get_credit("trace")`
 """
 
 from agentcredit.credit import methods  # noqa: F401  (registers every built-in method)
+from agentcredit.credit import gold_evidence  # noqa: F401  (registers gold-evidence)
 from agentcredit.credit import mc_value  # noqa: F401  (registers mc-value)
 from agentcredit.credit import igpo  # noqa: F401  (registers igpo and trace-policy)
 from agentcredit.credit import critic  # noqa: F401  (registers turn-critic)

@@ -96,6 +96,8 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "whiten": ((lambda v: isinstance(v, bool)), "true or false"),
     "critic_lr": _positive(),
     "critic_epochs": _integer(1),
+    # gold evidence (gamma, normalize, alpha_out, alpha_turn are checked with TRACE's)
+    "redundancy_coef": _non_negative(),
     # GiGPO (gamma is checked with TRACE's)
     "omega": _non_negative(),
     "step_scale": _choice(OUTCOME_SCALES),

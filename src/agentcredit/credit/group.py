@@ -54,8 +54,9 @@ class CreditGroup:
     rollouts (empty when none was). state_keys: G tensors (T_g+1,) long, the anchor key of the
     environment state at S_0..S_T (GiGPO). policy_scores: G tensors (T_g+1,), the current policy's mean
     gold-answer log-probability after S_0..S_T (IGPO). state_values: G tensors (T_g+1,), Monte Carlo
-    V̂(S_0..S_T) (a state the rollout did not act from holds its reward). evidence: G tensors (T_g,), the
-    needed facts each tool turn revealed for the first time in its rollout. critic_values: G tensors
+    V̂(S_0..S_T) (a state the rollout did not act from holds its reward). evidence: G tensors (T_g, 2), per
+    tool turn the share of the question's needed facts it revealed for the first time in its rollout and the
+    share of what it showed that the rollout had seen before (``agent/evidence.py``). critic_values: G tensors
     (T_g+1,), the critic's V_φ(S_0..S_T).
     """
 
@@ -104,21 +105,21 @@ class CreditGroup:
                                  f"1..{turns}, one value each, got values {chain.values}")
         for name in ("state_keys", "policy_scores", "state_values", "critic_values"):
             self._check_per_state(name, getattr(self, name))
-        self._check_per_state("evidence", self.evidence, extra=0)
+        self._check_per_state("evidence", self.evidence, extra=0, columns=(2,))
 
-    def _check_per_state(self, name: str, tensors, extra: int = 1) -> None:
-        """`tensors`, when given, hold one (T_g+extra,) tensor per rollout: with extra=1 a value for each state
-        S_0..S_T, with extra=0 one for each tool turn."""
+    def _check_per_state(self, name: str, tensors, extra: int = 1, columns: tuple[int, ...] = ()) -> None:
+        """`tensors`, when given, hold one (T_g+extra, *columns) tensor per rollout: with extra=1 a value for each
+        state S_0..S_T, with extra=0 one for each tool turn."""
         if tensors is None:
             return
         group_size = self.size
         if len(tensors) != group_size:
             raise ValueError(f"{name} must hold G = {group_size} tensors, got {len(tensors)}")
         for g, values in enumerate(tensors):
-            want = int(self.num_turns[g]) + extra
-            if tuple(values.shape) != (want,):
-                raise ValueError(f"{name}[{g}] must be (T_g{'+1' if extra else ''},) = ({want},), "
-                                 f"got {tuple(values.shape)}")
+            want = (int(self.num_turns[g]) + extra, *columns)
+            if tuple(values.shape) != want:
+                shape = ", ".join([f"T_g{'+1' if extra else ''}", *map(str, columns)])
+                raise ValueError(f"{name}[{g}] must be ({shape}) = {want}, got {tuple(values.shape)}")
 
     @property
     def size(self) -> int:

@@ -6,6 +6,8 @@ per named credit input (``INPUT_BUILDERS``), called only for the inputs a method
 - a verified segment (ProVer): judge proposal + continuations from restored states;
 - boundary values (SPO-chain): continuations from fixed internal boundaries of successful rollouts;
 - state keys (GiGPO): the anchor key of the environment snapshot at every boundary.
+- evidence (gold-evidence): per tool turn, the needed facts its observation showed first and its redundancy,
+  read from the rollouts' own observations (no model, no tokens).
 - critic values (turn-critic): the learned value head's V_φ(S_k) at every boundary (``lit.critic``).
 - policy scores (IGPO, trace-policy): the same scores as the reference's, from the current policy's weights.
 - state values (mc-value): Monte Carlo V̂(S_k) from continuations from every state a rollout acted from.
@@ -143,6 +145,12 @@ def _critic_values(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
     return req.inputs.critic.values(req.worker.model, req.trajectories)  # the policy the rollouts sampled from
 
 
+def _evidence(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    from agentcredit.agent.evidence import measure_evidence
+
+    return measure_evidence(req.trajectories, req.question, req.worker.env_factory().corpus)
+
+
 def _state_keys(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
     return [torch.tensor([s.anchor_key() for s in t.snapshots], dtype=torch.long) for t in req.trajectories], {}
 
@@ -160,6 +168,7 @@ INPUT_BUILDERS: dict[str, InputBuilder] = {
     "state_keys": _state_keys,
     "state_values": _state_values,
     "verified_segment": _verified_segment,
+    "evidence": _evidence,
     "critic_values": _critic_values,
 }
 

@@ -5,8 +5,10 @@ Corpus: JSONL (one object per line) or parquet, with fields id, title, text and 
 strings (paragraphs). `text` becomes the page's numbered lines: split at newlines, blank lines
 dropped, and paragraphs longer than `LONG_LINE` characters split at sentence ends (the browser cuts
 over-long lines).
-Questions: JSONL with fields question and answer (strings), optionally id. Every answer must occur
-in the corpus (in a page title or line, compared after answer normalisation). Files are UTF-8.
+Questions: JSONL with fields question and answer (strings), optionally id and supporting_facts (the page
+lines the answer rests on, which credit=gold-evidence needs: `world/supporting_facts.py` gives the forms).
+Every answer must occur in the corpus (in a page title or line, compared after answer normalisation). Files
+are UTF-8.
 Anything else is a `UserDataError`: one line naming the file, the line (parquet: row) and the field.
 Every question gets template "USER" and is its own anchor, so splits only keep questions apart.
 User questions carry no program, so the structural checks of `verify.py` do not apply to them.
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from agentcredit.env.arguments import short_repr
 from agentcredit.env.reward import normalize_answer
+from agentcredit.world import supporting_facts
 from agentcredit.world.generator import World
 from agentcredit.world.types import Document, Question
 
@@ -121,6 +125,17 @@ def _existing(path: str | Path, flag: str) -> Path:
 
 
 def load_user_corpus(corpus_path: str | Path) -> tuple[Document, ...]:
+    return _read_corpus(corpus_path)[0]
+
+
+def _one_line_per_sentence(text: object) -> bool:
+    """Whether each sentence of `text` (a list's items, or a string's lines) became exactly one page line."""
+    sentences = text if isinstance(text, list) else str(text).splitlines()
+    return all(len(_text_lines(s)) == 1 for s in sentences)
+
+
+def _read_corpus(corpus_path: str | Path) -> tuple[tuple[Document, ...], frozenset[str]]:
+    """The pages, and the ids of those whose lines are their sentences one for one (``supporting_facts``)."""
     path = _existing(corpus_path, "data.corpus_path")
     if path.suffix == ".jsonl":
         records = read_jsonl(path, "the corpus")
@@ -128,7 +143,7 @@ def load_user_corpus(corpus_path: str | Path) -> tuple[Document, ...]:
         records = _read_parquet(path)
     else:
         raise UserDataError(f"{path}: unsupported corpus format {path.suffix!r}; use .jsonl or .parquet")
-    docs, seen = [], set()
+    docs, seen, aligned = [], set(), set()
     for where, rec in records:
         _require(rec, ("id", "title", "text"), path, where)
         doc_id = _doc_id(rec, path, where)
@@ -141,9 +156,11 @@ def load_user_corpus(corpus_path: str | Path) -> tuple[Document, ...]:
         if not lines:
             raise UserDataError(f"{path} {where}: field 'text' holds no words; give the page's text")
         docs.append(Document(doc_id, title, url, lines))
+        if _one_line_per_sentence(rec["text"]):
+            aligned.add(doc_id)
     if not docs:
         raise UserDataError(f"{path} holds no documents")
-    return tuple(docs)
+    return tuple(docs), frozenset(aligned)
 
 
 def load_user_questions(questions_path: str | Path) -> tuple[tuple[str, Question], ...]:
@@ -160,7 +177,9 @@ def load_user_questions(questions_path: str | Path) -> tuple[tuple[str, Question
             raise UserDataError(f"{path} {where}: field 'answer' {answer!r} is only punctuation or articles, which no "
                                 "answer can match; give the answer text")
         qid = _doc_id(rec, path, where) if rec.get("id") not in (None, "") else f"u{n - 1:05d}"
-        out.append((where, Question(qid, text, answer, "USER", anchor=qid)))
+        # Kept as written until the corpus is read (load_user_world resolves them against its pages).
+        meta = {supporting_facts.FIELD: rec[supporting_facts.FIELD]} if supporting_facts.FIELD in rec else {}
+        out.append((where, Question(qid, text, answer, "USER", anchor=qid, meta=meta)))
     if not out:
         raise UserDataError(f"{path} holds no questions")
     seen: dict[str, str] = {}
@@ -182,8 +201,23 @@ def check_answers_in_corpus(questions, documents, questions_path) -> None:
                                 "of the corpus; fix the answer or add the page that holds it")
 
 
+def with_supporting_facts(questions, documents, aligned: frozenset[str], questions_path) -> tuple[Question, ...]:
+    """Each question with its supporting facts (if its record has them) as its evidence."""
+    out = []
+    for where, q in questions:
+        if supporting_facts.FIELD not in q.meta:
+            out.append(q)
+            continue
+        facts = supporting_facts.resolve(q.meta[supporting_facts.FIELD], documents, aligned)
+        if isinstance(facts, str):
+            raise UserDataError(f"{questions_path} {where}: {facts}")
+        out.append(replace(q, evidence=facts, meta={}))
+    return tuple(out)
+
+
 def load_user_world(corpus_path: str | Path, questions_path: str | Path) -> World:
-    documents = load_user_corpus(corpus_path)
+    documents, aligned = _read_corpus(corpus_path)
     questions = load_user_questions(questions_path)
-    check_answers_in_corpus(questions, documents, Path(questions_path).expanduser())
-    return World(documents, tuple(q for _, q in questions), stats={"source": "user"})
+    path = Path(questions_path).expanduser()
+    check_answers_in_corpus(questions, documents, path)
+    return World(documents, with_supporting_facts(questions, documents, aligned, path), stats={"source": "user"})
