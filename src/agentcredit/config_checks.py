@@ -177,26 +177,6 @@ def check_needed_facts(data: Mapping, method: str) -> None:
                                "[[title, sentence], ...]) or choose another credit method")
 
 
-def check_needed_facts(data: Mapping, method: str) -> None:
-    """A method that credits the turn which first shows a fact the answer needs (gold-evidence) needs those facts:
-    the synthetic world knows them; your own questions must name them (world/supporting_facts.py)."""
-    from agentcredit.world.supporting_facts import FIELD
-    from agentcredit.world.user import UserDataError, read_jsonl
-
-    path = data.get("questions_path")
-    if path in (None, ""):
-        return
-    try:
-        records = read_jsonl(Path(path).expanduser(), "questions")
-    except UserDataError as err:
-        raise ValueProblem(str(err)) from None
-    for where, record in records:
-        if record.get(FIELD) in (None, [], ""):
-            raise ValueProblem(f"credit={method} needs the facts each answer rests on, but {path} {where} has no "
-                               f"{FIELD!r}; give every question one ([{{\"doc_id\": ..., \"line\": ...}}] or HotpotQA's "
-                               "[[title, sentence], ...]) or choose another credit method")
-
-
 def check_env(env: Mapping) -> None:
     p = "env."
     need_choice(env, "retriever", p, RETRIEVERS, required=False)

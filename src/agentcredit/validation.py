@@ -110,8 +110,6 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
             checks.check_judge(plain(cfg.judge))
         if get_credit(method_name).reads("evidence"):
             checks.check_needed_facts(plain(cfg.data), method_name)
-        if get_credit(method_name).reads("evidence"):
-            checks.check_needed_facts(plain(cfg.data), method_name)
         checks.check_ckpt_path(cfg.get("ckpt_path"))
         checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})
         checks.check_fsdp_model(plain(cfg.trainer), plain(cfg.model))
