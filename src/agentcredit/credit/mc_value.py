@@ -12,8 +12,8 @@ stream), and on every token of
 The browser is deterministic, so V̂(S_{k+1}) is an unbiased estimate of Q(S_k, a_k) and A_k of the advantage.
 Departures from VinePPO, on purpose:
 - Pure MC advantages: no GRPO outcome term mixed in (VinePPO has none; the default and only form here) and no
-  scaling by the group's reward σ (the advantage keeps the reward's units; a rank measure such as the fidelity
-  instrument's does not see a scale). A rollout's advantages sum to R − V̂(S_0): its outcome against the value
+  scaling by the group's reward σ (the advantage keeps the reward's units, so V̂ differences of different
+  groups stay comparable). A rollout's advantages sum to R − V̂(S_0): its outcome against the value
   of the prompt, which GRPO's mean-centred form estimates with the group mean instead.
 - M = 1 is allowed in training: a mean of M independent rewards is unbiased for any M ≥ 1, and so is a
   difference of two such means; M only trades variance for tokens. (The fidelity instrument's A* needs M ≥ 2
