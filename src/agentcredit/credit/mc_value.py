@@ -10,7 +10,7 @@ stream), and on every token of
     the final turn (answer, from S_T):         A_T = R − V̂(S_T)
 
 The browser is deterministic, so V̂(S_{k+1}) is an unbiased estimate of Q(S_k, a_k) and A_k of the advantage.
-Departures from VinePPO, on purpose:
+Choices made here (the step is a whole turn, VinePPO's a reasoning step; otherwise its form):
 - Pure MC advantages: no GRPO outcome term mixed in (VinePPO has none; the default and only form here) and no
   scaling by the group's reward σ (the advantage keeps the reward's units, so V̂ differences of different
   groups stay comparable). A rollout's advantages sum to R − V̂(S_0): its outcome against the value
