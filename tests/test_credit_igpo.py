@@ -188,3 +188,18 @@ def test_policy_scores_run_the_policy_in_eval_mode_and_restore_its_mode():
     assert all(m.training for m in policy.modules())  # the update's train mode is back
     with pytest.raises(ValueError, match="no policy scorer was set up"):
         CreditInputs(chat=_Chat(), score_fn=score_fn).policy_scores([rollout], SimpleNamespace(answer="x"))
+
+
+@pytest.mark.parametrize("name, scores_with_policy", [("igpo", True), ("trace-policy", True), ("grpo", False)])
+def test_the_composition_root_hands_the_trained_policy_only_to_methods_that_score_with_it(name, scores_with_policy):
+    from types import SimpleNamespace
+
+    from agentcredit.compose import build_credit_inputs
+    from agentcredit.configs import compose_config, plain
+    from agentcredit.credit.config import split_credit_config
+
+    cfg = compose_config([f"credit={name}"])
+    credit = split_credit_config(plain(cfg.credit))
+    policy = _Policy()
+    inputs = build_credit_inputs(cfg, SimpleNamespace(policy=policy, chat=_Chat()), credit, get_credit(name))
+    assert (inputs.policy is policy) == scores_with_policy and inputs.reference is None  # no frozen copy is made
