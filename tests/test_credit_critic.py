@@ -4,6 +4,7 @@ run restores it (weights and Adam state)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from agentcredit.credit import CreditGroup, get_credit
 from agentcredit.credit.config import validate_credit_config
 from agentcredit.credit.critic import explained_variance, lambda_returns, turn_gae, value_loss, whiten_turns
 from agentcredit.lit.critic import TurnCritic
-from tiny_runs import read_metrics, train_tiny
+from tiny_runs import TINY, cli, read_metrics, train_tiny
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -177,3 +178,29 @@ def test_training_moves_the_head_and_a_resumed_run_restores_it(tmp_path, monkeyp
     whole, resumed = head(tmp_path / "whole" / "checkpoints" / "last.ckpt"), head(tmp_path / "resumed" / "checkpoints" / "last.ckpt")
     assert any(not torch.equal(whole[k], at2[k]) for k in whole)  # steps 3-4 moved it again
     assert all(torch.allclose(whole[k], resumed[k], atol=1e-6) for k in whole)
+
+
+@pytest.mark.parametrize("trainer", ["ddp", "fsdp"])
+def test_two_processes_train_one_head(tmp_path, trainer):
+    # Each process fits the head on its own questions' states; averaged gradients keep the two heads equal.
+    result = cli("tests/critic_ddp_job.py", str(tmp_path), f"trainer={trainer}", "logger=csv", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"critic{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["sharded"] == ranks[1]["sharded"] == (trainer == "fsdp")
+    assert any(w != 0 for w in ranks[0]["head"]["head.2.weight"])  # it starts at 0: training moved it
+    for key, weights in ranks[0]["head"].items():
+        assert weights == pytest.approx(ranks[1]["head"][key], abs=1e-6), key
+    assert head(tmp_path / "checkpoints" / "last.ckpt")
+
+
+def test_the_fidelity_instrument_measures_it_with_no_special_case(tmp_path, capsys):
+    from test_credit_fidelity_script import fidelity_cli, last_json_line
+
+    out = tmp_path / "fid"
+    fidelity_cli(*TINY, "n=2", "group_size=2", "mc=2", "bootstrap=20", "samples=2", "methods=[grpo,turn_critic]",
+                 f"hydra.run.dir={out}")
+    assert set(last_json_line(capsys.readouterr().out)["methods"]) == {"grpo", "turn_critic"}
+    for record in (json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()):
+        for rollout in record["rollouts"]:
+            assert len(rollout["credit"]["turn_critic"]) == len(rollout["truth"])
+        assert record["cost"]["methods"]["turn_critic"]["extra_tokens"] == 0.0
