@@ -118,6 +118,13 @@ def test_the_head_reads_each_boundary_and_learns_the_lambda_returns():
     # causal model: the state S_k's representation is the hidden state of its own last token, as if run alone
     alone = policy.get_decoder()(input_ids=torch.tensor([[1, 2, 3, 4, 5, 6, 7]])).last_hidden_state[0, -1]
     assert torch.allclose(features[0][1], alone, atol=1e-5)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2 if threads == 1 else threads)  # several threads: one right-padded batch, else unpadded ones
+    try:
+        padded = critic.boundary_features(policy, rollouts)
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(padded, features))
     values, logs = critic.values(policy, rollouts)
     assert [v.tolist() for v in values] == [[0.0, 0.0], [0.0, 0.0]]  # the last layer starts at 0
     assert logs["extra_tokens"] == 0.0 and logs["critic_forward_tokens"] == 16.0

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory
+from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, equal_length_batches
 from agentcredit.credit.critic import explained_variance, lambda_returns, value_loss
 
 HEAD_WIDTH = 64
@@ -89,18 +89,28 @@ class TurnCritic(nn.Module):
     def boundary_features(self, policy: nn.Module, trajectories: list[Trajectory]) -> list[torch.Tensor]:
         """Per rollout, the policy's last hidden state at the last token of S_0..S_T: (T+1, H) each."""
         device = next(policy.parameters()).device
-        lengths = [len(t.input_ids) for t in trajectories]
-        ids = torch.zeros(len(trajectories), max(lengths), dtype=torch.long)  # (G, L), right-padded
-        for i, t in enumerate(trajectories):
-            ids[i, : lengths[i]] = torch.tensor(t.input_ids)
-        ids = ids.to(device)
-        # Right padding under causal attention: no real token sees a pad, so no mask is needed.
-        if any(isinstance(p, DTensor) for p in policy.parameters()):
-            hidden = policy(input_ids=ids, output_hidden_states=True).hidden_states[-1]  # FSDP: the whole forward
-        else:
-            hidden = policy.get_decoder()(input_ids=ids).last_hidden_state  # (G, L, H), no vocabulary projection
-        return [hidden[i, torch.tensor(t.boundaries, device=device) - 1].float().to(self._device)
-                for i, t in enumerate(trajectories)]
+        sharded = any(isinstance(p, DTensor) for p in policy.parameters())
+        # Tokens after S_T (the answer turn) reach no state's representation: each rollout runs up to S_T only.
+        rows = [torch.tensor(t.input_ids[: t.boundaries[-1]], dtype=torch.long) for t in trajectories]
+        lengths = [len(r) for r in rows]
+        # One thread: rollouts of one length together, never padded (half the time of one padded batch of 8 on the
+        # long preset); elsewhere one right-padded batch, which under causal attention needs no mask.
+        one_thread = device.type == "cpu" and torch.get_num_threads() == 1 and not sharded
+        batches = equal_length_batches(lengths, len(rows)) if one_thread else [list(range(len(rows)))]
+        features: list[torch.Tensor | None] = [None] * len(rows)
+        for batch in batches:
+            ids = torch.zeros(len(batch), max(lengths[i] for i in batch), dtype=torch.long)  # (B, L)
+            for j, i in enumerate(batch):
+                ids[j, : lengths[i]] = rows[i]
+            ids = ids.to(device)
+            if sharded:
+                hidden = policy(input_ids=ids, output_hidden_states=True).hidden_states[-1]  # FSDP: the whole forward
+            else:
+                hidden = policy.get_decoder()(input_ids=ids).last_hidden_state  # (B, L, H), no vocabulary projection
+            for j, i in enumerate(batch):
+                at = torch.tensor(trajectories[i].boundaries, device=device) - 1  # (T+1,) last token of each S_k
+                features[i] = hidden[j, at].float().to(self._device)
+        return features
 
     @torch.no_grad()
     def values(self, policy: nn.Module, trajectories: list[Trajectory]) -> tuple[list[torch.Tensor], dict]:
