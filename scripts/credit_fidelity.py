@@ -5,6 +5,7 @@
     python scripts/credit_fidelity.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt   # a trained policy
     python scripts/credit_fidelity.py export=docs/results/fidelity/<name>    # and copy the results there
     python scripts/credit_fidelity.py from_turns=docs/results/fidelity/<name>  # its reports again, no model
+    python scripts/credit_fidelity.py add_to=docs/results/fidelity/<name> methods=[m1,m2] <its overrides>  # new methods
 
 For n questions of the split, G rollouts of the policy; M continuations from every state a rollout acted
 from give V̂(S_k) and the ground-truth advantage A* of each turn (agentcredit.fidelity.ground_truth); every
@@ -17,6 +18,8 @@ scripts/view_credit.py (with an A* column); prints the summary as one JSON line.
 path that cannot be written (export= naming a file, say), is one line on stderr, before any model loads.
 Records are read against agentcredit.records.fidelity's schemas: a damaged line of turns.jsonl (or one
 cut short by a kill) is left out with one warning naming file and line, and a rerun measures it again.
+`add_to=` adds methods to a finished measurement without measuring its ground truth again: its rollouts
+are sampled again and must equal the stored ones (agentcredit.fidelity.adding says how).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from agentcredit.configs import ConfigError
+    from agentcredit.fidelity import adding
     from agentcredit.fidelity.run import check_outputs, export, fidelity_config, measure, write_reports
     from agentcredit.fidelity.summary import read_config, read_records
     from agentcredit.records import RecordError
@@ -77,6 +81,16 @@ def main(cfg: DictConfig) -> None:
             return
         overrides = list(hydra_cfg.overrides.task)
         cfg = fidelity_config(cfg, overrides)
+        if cfg.get("add_to"):
+            addition = adding.plan_addition(cfg.add_to, cfg)  # the folder checked before any model loads
+            records = adding.add_methods(cfg, overrides, addition)
+            if records is None:  # questions at or beyond n still lack the methods (said on stderr)
+                return
+            summary = write_reports(records, addition.folder, threshold=float(cfg.threshold),
+                                    n_boot=int(cfg.bootstrap), config=adding.added_config(addition, overrides))
+            adding.finish(addition)
+            print(json.dumps(short_line(summary)), flush=True)
+            return
         # every path written, checked before any model loads (not after the whole measurement)
         check_outputs(out_dir, cfg.get("export"), [str(m) for m in cfg.methods] if int(cfg.samples) else ())
         records, step = measure(cfg, overrides, out_dir)

@@ -180,3 +180,70 @@ def test_an_output_path_that_cannot_be_written_is_one_line_before_anything_loads
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("config error:"), err
+
+
+def test_methods_added_to_a_measurement_equal_measuring_them_at_once(tmp_path, capsys):
+    """add_to= re-samples each question's rollouts, checks them against the stored ones and adds only the
+    listed methods' credit: [grpo] then [trace] gives the records and figures of [grpo,trace] at once."""
+    base = [*TINY, "n=2", "group_size=2", "mc=2", "bootstrap=20", "samples=0"]
+    fidelity_cli(*base, "methods=[grpo,trace]", f"hydra.run.dir={tmp_path / 'both'}")
+    fidelity_cli(*base, "methods=[grpo]", f"hydra.run.dir={tmp_path / 'one'}")
+    one = tmp_path / "one"
+    measured = (one / "turns.jsonl").read_text()
+
+    # A stored turn that the policy does not re-sample: one line naming the question, nothing of it written.
+    records = [json.loads(x) for x in measured.splitlines()]
+    records[1]["rollouts"][0]["turns"][0] += " (edited)"
+    (one / "turns.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        fidelity_cli(*base, f"add_to={one}", "methods=[trace]", f"hydra.run.dir={tmp_path / 'run1'}")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("data error: add_to: question 1 (") and "re-sampled differently: rollout 0's turns (turn 0)" in err[-1]
+    assert [json.loads(x)["index"] for x in (one / "adding.jsonl").read_text().splitlines()] == [0]  # question 0 matched
+    assert json.loads((one / "fidelity.json").read_text())["methods"].keys() == {"grpo"}
+
+    # Repaired, and run again: question 0 is not sampled again (its progress is kept), question 1 is added;
+    # stopped after turns.jsonl holds the methods and before the reports, a third run writes only those.
+    (one / "turns.jsonl").write_text(measured)
+    import agentcredit.fidelity.adding as adding
+
+    sampled = []
+    add_question = adding.add_question
+    with mock.patch.object(adding, "add_question", side_effect=lambda cfg, record, *a: sampled.append(record["index"])
+                           or add_question(cfg, record, *a)):
+        with mock.patch("agentcredit.fidelity.run.write_reports", side_effect=RuntimeError("stopped")):
+            with pytest.raises(SystemExit):  # Hydra reports the error and exits 1
+                fidelity_cli(*base, f"add_to={one}", "methods=[trace]", f"hydra.run.dir={tmp_path / 'run2'}")
+        assert (one / "adding.jsonl").exists() and "trace" in json.loads((one / "turns.jsonl").read_text().splitlines()[0])["methods"]
+        fidelity_cli(*base, f"add_to={one}", "methods=[trace]", f"hydra.run.dir={tmp_path / 'run3'}")
+    assert sampled == [1] and not (one / "adding.jsonl").exists()
+
+    def without_seconds(record):  # timings (seconds, scoring_s) are the only figures two runs may differ in
+        for cost in [*record["cost"]["methods"].values(), record["cost"]["rollout"], record["cost"]["truth"]]:
+            for key in [k for k in cost if k == "seconds" or k.endswith("_s")]:
+                cost.pop(key)
+        return record
+
+    added = [without_seconds(json.loads(x)) for x in (one / "turns.jsonl").read_text().splitlines()]
+    both = [without_seconds(json.loads(x)) for x in (tmp_path / "both" / "turns.jsonl").read_text().splitlines()]
+    assert added == both  # the settings key too: a later resume or addition sees one measurement
+    figures = json.loads((one / "fidelity.json").read_text())
+    at_once = json.loads((tmp_path / "both" / "fidelity.json").read_text())
+    assert figures["methods"] == at_once["methods"] and figures["ceiling"] == at_once["ceiling"]
+    assert figures["config"]["added"] == [{"methods": ["trace"], "overrides": [*base, f"add_to={one}", "methods=[trace]"]}]
+
+
+def test_adding_a_method_the_folder_holds_is_one_line_before_anything_loads(tmp_path, capsys):
+    out = tmp_path / "fid"
+    fidelity_cli(*TINY, "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=0", "methods=[grpo]", f"hydra.run.dir={out}")
+    capsys.readouterr()
+    for bad, message in [("methods=[trace,grpo]", "already holds ['grpo']"), ("mc=4", "was measured with mc=2")]:
+        args = [*TINY, "n=1", "group_size=2", "mc=2", "methods=[trace]", f"add_to={out}", bad]
+        with mock.patch("agentcredit.compose.build_components", side_effect=AssertionError("loaded a model")):
+            with pytest.raises(SystemExit) as exit_info:
+                fidelity_cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("config error: add_to:") and message in err[0], err

@@ -181,3 +181,14 @@ def test_per_rollout_figures_in_the_table_by_hand():
                                  "rollouts_multi_action": 3}
     table_md = S.markdown(S.json_ready(S.summarise(three_rollout_records(), n_boot=0)), reference="m")
     assert "| m | " in table_md and "| -0.25 (2) | 0.67 (2/3) |" in table_md
+
+
+def test_ranks_from_tie_levels_by_hand_and_against_a_sort():
+    assert M.level_ranks(np.array([0, 1, 1, 2])).tolist() == [1, 2.5, 2.5, 4]
+    # a subset with a missing level: counts (1, 0, 2), ranks below (0, 1, 1)
+    assert M.level_ranks(np.array([2, 0, 2])).tolist() == [2.5, 1, 2.5]
+    # a bootstrap draw (turns repeated) ranked from the whole column's levels equals ranking the draw itself
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 6, 40) / 4, rng.normal(size=40)
+    idx = rng.integers(0, 40, 60)
+    assert M.level_spearman(M.tie_levels(x)[idx], M.tie_levels(y)[idx]) == pytest.approx(M.spearman(x[idx], y[idx]))

@@ -26,7 +26,7 @@ from agentcredit.configs import ConfigError, compose_config, plain
 from agentcredit.paths import stable_hash
 
 # Keys of conf/fidelity.yaml that change no measured question (how many, how reported, how batched).
-REPORT_KEYS = ("n", "bootstrap", "export", "from_turns", "samples", "max_batch", "threshold")
+REPORT_KEYS = ("n", "bootstrap", "export", "from_turns", "add_to", "samples", "max_batch", "threshold")
 
 
 def check_fidelity_settings(cfg: DictConfig) -> None:
@@ -89,9 +89,12 @@ def measured_overrides(cfg: DictConfig, command_overrides: Sequence[str]) -> lis
     return merge_overrides(training_overrides(cfg.get("ckpt_path")), command_overrides)
 
 
-def settings_key(cfg: DictConfig) -> str:
-    """What a question's record depends on: the whole config less the reporting keys."""
+def settings_key(cfg: DictConfig, methods: Sequence[str] | None = None) -> str:
+    """What a question's record depends on: the whole config less the reporting keys (with `methods` in
+    place of cfg.methods when given: the key of a folder's records once methods are added to them)."""
     tree = {k: v for k, v in plain(cfg).items() if k not in REPORT_KEYS}
+    if methods is not None:
+        tree["methods"] = list(methods)
     return stable_hash(tree)
 
 
@@ -112,7 +115,6 @@ def measure_question(cfg: DictConfig, index: int, question, components, methods,
     `settings` is `settings_key(cfg)`, computed once per measurement."""
     import time
 
-    from agentcredit.agent.protocol import parse_turn
     from agentcredit.fidelity.ground_truth import group_truth
     from agentcredit.fidelity.methods import method_credit
 
@@ -130,11 +132,9 @@ def measure_question(cfg: DictConfig, index: int, question, components, methods,
     success = float(components.reward_fn.correct_score)
     rollouts = []
     for g, (traj, truth) in enumerate(zip(trajectories, truths)):
-        parsed = [parse_turn(text) for text in traj.turn_texts]
-        kinds = [p.call.name.split(".")[-1] if p.kind == "tool" else "invalid" for p in parsed[: traj.num_tool_turns]]
         rollouts.append({
             "reward": traj.reward, "success": traj.reward >= success, "finish_reason": traj.finish_reason,
-            "kinds": kinds + (["answer"] if truth.answered else []),
+            "kinds": rollout_kinds(traj, truth.answered),
             "values": truth.values, "truth": truth.truth, "truth_halves": list(truth.truth_halves),
             "credit": {label: credits[label][g] for label in credits},
             "turns": traj.turn_texts, "observations": traj.observations, "answer": traj.answer,
@@ -205,21 +205,14 @@ def record_line(record: dict) -> tuple[str, bool]:
     return line, True
 
 
-def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
-            progress: bool = True) -> tuple[list[dict], int]:
-    """Every question's record, in question order (measured now or earlier into the same folder), and the
-    training step of the measured weights (0 for the base policy)."""
-    from tqdm import tqdm
-
+def load_policy_and_methods(cfg: DictConfig, command_overrides: Sequence[str], progress: bool = True):
+    """(components, methods, questions, engine, step): what measuring (or adding to) a folder samples with,
+    step being the training step of the measured weights (0 for the base policy)."""
     from agentcredit.agent.engines import build_engine
     from agentcredit.compose import build_components
     from agentcredit.evaluate import apply_policy_state, check_policy_fits, evaluation_questions, read_policy_state
     from agentcredit.fidelity.methods import build_methods
 
-    path = out_dir / "turns.jsonl"
-    settings = settings_key(cfg)
-    finished = load_finished(path, settings)
-    end_on_a_line(path)
     # The checkpoint is read once, before any model loads; its weights replace the initial ones only after
     # the references copied those, as in training.
     state, step = read_policy_state(cfg.ckpt_path) if cfg.ckpt_path else (None, 0)
@@ -232,6 +225,29 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
     components.policy.eval()
     questions = evaluation_questions(components.datamodule, cfg)
     engine = build_engine(components.rollout_cfg, components.policy, components.tokenizer, seed=int(cfg.eval_seed))
+    return components, methods, questions, engine, step
+
+
+def rollout_kinds(trajectory, answered: bool) -> list[str]:
+    """The kind of each action of a rollout (search, open, ..., invalid for an unparsable tool turn, answer)."""
+    from agentcredit.agent.protocol import parse_turn
+
+    parsed = [parse_turn(text) for text in trajectory.turn_texts]
+    kinds = [p.call.name.split(".")[-1] if p.kind == "tool" else "invalid" for p in parsed[: trajectory.num_tool_turns]]
+    return kinds + (["answer"] if answered else [])
+
+
+def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
+            progress: bool = True) -> tuple[list[dict], int]:
+    """Every question's record, in question order (measured now or earlier into the same folder), and the
+    training step of the measured weights (0 for the base policy)."""
+    from tqdm import tqdm
+
+    path = out_dir / "turns.jsonl"
+    settings = settings_key(cfg)
+    finished = load_finished(path, settings)
+    end_on_a_line(path)
+    components, methods, questions, engine, step = load_policy_and_methods(cfg, command_overrides, progress)
     records = []
     try:
         with torch.no_grad(), path.open("a") as out:

@@ -112,15 +112,23 @@ def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: f
                    reference: str | None) -> dict:
     c, t, r = table.credit[label], table.truth, table.rollout
     keep = M.multi_action(r)
-    # unchanged by resampling questions; ties snapped per rollout first, as `within_rollout_spearman` does
-    dev_c, dev_t = M.rollout_deviations(M.snap_within(c, r), r), M.rollout_deviations(M.snap_within(t, r), r)
+    # Unchanged by resampling questions, so ranked (as tie levels over the whole table) once: ties snapped
+    # per rollout first for the deviations, as `within_rollout_spearman` does.
+    level_c, level_t = M.tie_levels(c), M.tie_levels(t)
+    dev_c = M.tie_levels(M.rollout_deviations(M.snap_within(c, r), r)[keep])
+    dev_t = M.tie_levels(M.rollout_deviations(M.snap_within(t, r), r)[keep])
+    at = np.cumsum(keep) - 1  # a kept turn's position among the kept ones
 
     def within(mask):
-        return lambda idx, _copy: M.spearman(dev_c[idx][(keep & mask)[idx]], dev_t[idx][(keep & mask)[idx]])
+        def statistic(idx, _copy):
+            chosen = at[idx[(keep & mask)[idx]]]
+            return M.level_spearman(dev_c[chosen], dev_t[chosen])
+        return statistic
 
     everywhere = np.ones(len(t), dtype=bool)
     figures = {
-        "pooled_rho": M.resampled_interval(lambda idx, _copy: M.spearman(c[idx], t[idx]), table.question, draws),
+        "pooled_rho": M.resampled_interval(lambda idx, _copy: M.level_spearman(level_c[idx], level_t[idx]),
+                                           table.question, draws),
         "within_rho": M.resampled_interval(within(everywhere), table.question, draws),
         "sign_agreement": M.ratio_interval(*per_question(table, lambda m: M.sign_scores(c[m], t[m], threshold)), draws),
         "pair_concordance": M.ratio_interval(*per_question(table, lambda m: M.pair_scores(c[m], t[m], r[m], threshold)),
@@ -130,9 +138,10 @@ def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: f
         **rollout_figures(table, label, draws),
     }
     if reference is not None and reference != label and reference in table.credit:
-        base = table.credit[reference]
+        level_base = M.tie_levels(table.credit[reference])
         figures[f"pooled_rho_vs_{reference}"] = M.resampled_interval(
-            lambda idx, _copy: M.spearman(c[idx], t[idx]) - M.spearman(base[idx], t[idx]), table.question, draws)
+            lambda idx, _copy: M.level_spearman(level_c[idx], level_t[idx]) - M.level_spearman(level_base[idx], level_t[idx]),
+            table.question, draws)
     figures["within_rho_by_kind"] = {str(kind): M.resampled_interval(within(table.kind == kind), table.question, draws)
                                      for kind in sorted(set(table.kind.tolist()))}
     return figures
@@ -141,10 +150,15 @@ def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: f
 def ceiling_figures(table: TurnTable, draws: np.ndarray) -> dict:
     a, b, r = table.truth_halves[0], table.truth_halves[1], table.rollout
     keep = M.multi_action(r)
-    dev_a, dev_b = M.rollout_deviations(M.snap_within(a, r), r), M.rollout_deviations(M.snap_within(b, r), r)
-    pooled = M.resampled_interval(lambda idx, _copy: M.spearman_brown(M.spearman(a[idx], b[idx])), table.question, draws)
-    within = M.resampled_interval(lambda idx, _copy: M.spearman_brown(M.spearman(dev_a[idx][keep[idx]], dev_b[idx][keep[idx]])),
+    level_a, level_b = M.tie_levels(a), M.tie_levels(b)
+    dev_a = M.tie_levels(M.rollout_deviations(M.snap_within(a, r), r)[keep])
+    dev_b = M.tie_levels(M.rollout_deviations(M.snap_within(b, r), r)[keep])
+    at = np.cumsum(keep) - 1
+    pooled = M.resampled_interval(lambda idx, _copy: M.spearman_brown(M.level_spearman(level_a[idx], level_b[idx])),
                                   table.question, draws)
+    within = M.resampled_interval(
+        lambda idx, _copy: M.spearman_brown(M.level_spearman(dev_a[at[idx[keep[idx]]]], dev_b[at[idx[keep[idx]]]])),
+        table.question, draws)
     return {"pooled_reliability": pooled, "within_reliability": within,
             "pooled_ceiling": M.ceiling(pooled["value"]), "within_ceiling": M.ceiling(within["value"])}
 

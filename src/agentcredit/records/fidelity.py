@@ -2,6 +2,8 @@
 
 - `TurnsRecord`: one question of a fidelity measurement (a line of turns.jsonl), holding its `Rollout`s
   (each rollout's turns with their Monte Carlo advantage A* and every method's turn credit) and `Cost`;
+- `AddedCredit`: one question of methods being added to a finished measurement (a line of adding.jsonl,
+  `add_to=`), the listed methods' credit of each stored rollout and their cost;
 - `FidelitySummary`: fidelity.json, of which `from_turns=` keeps only the `config` it was measured with;
 - `CreditSample`: one trajectory of credit_samples.jsonl (written by training at each validation and by
   scripts/credit_fidelity.py under view/<method>/), shown by scripts/view_credit.py.
@@ -110,6 +112,27 @@ class TurnsRecord(BaseModel):
         missing = [m for m in self.methods if m not in self.cost.methods]
         if missing:
             raise ValueError(f"cost has no entry for {missing[0]!r}")
+        return self
+
+
+class AddedCredit(BaseModel):
+    """One line of adding.jsonl: the added methods' credit of every rollout of one question, and their cost."""
+
+    model_config = STRICT
+    index: Count
+    question_id: str
+    settings: str
+    methods: Annotated[list[str], Field(min_length=1)]
+    credit: Annotated[list[dict[str, list[Number]]], Field(min_length=1)]  # one entry per rollout
+    cost: dict[str, dict[str, Amount]]
+
+    @model_validator(mode="after")
+    def _every_method_everywhere(self):
+        for g, credit in enumerate(self.credit):
+            if sorted(credit) != sorted(self.methods):
+                raise ValueError(f"rollout {g} has credit of {sorted(credit)}, not of {self.methods}")
+        if sorted(self.cost) != sorted(self.methods):
+            raise ValueError(f"cost has entries {sorted(self.cost)}, not {self.methods}")
         return self
 
 
