@@ -1,16 +1,20 @@
-"""Report of a comparison: per-arm table, paired comparison against GRPO, learning curves.
+"""Report of a comparison: per-arm table, each arm's verdict against a reference arm (better / worse /
+equivalent within ±m / inconclusive; overall and per hop count), learning curves.
 
     python train.py -m experiment=compare
     python scripts/compare.py outputs/multirun/compare
     python scripts/compare.py outputs/multirun/compare_ablations outputs/multirun/compare   # ablations vs compare's GRPO
     python scripts/compare.py outputs/multirun/compare --export docs/results/compare       # small per-run summaries
     python scripts/compare.py docs/results/compare                                         # regenerate from them
+    python scripts/compare.py docs/results/compare_long --reference grpo --margin 1          # another reference, margin
 
 Each folder is a multirun folder (run folders with metrics.csv) or an exported one (*.summary.json and
 *.steps.csv). Writes compare.md and learning_curves.png into --out (default: the first folder) and prints
 the markdown. --export must be a new or empty folder, or one of the folders read (a published comparison
 refreshed in place: its older files not written again are removed). A run with a damaged file is left out
-with one line. See agentcredit/comparison.py for what each column is.
+with one line. The reference is budget-matched GRPO where the runs hold it, else GRPO (--reference); the
+statistics (a bootstrap over seeds and, where runs kept test_outcomes.jsonl, questions; Holm; TOST with the
+margin --margin) are agentcredit/comparison_stats.py's. See agentcredit/comparison.py for each column.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentcredit.comparison import export_runs, markdown_report, plot_learning_curves, read_runs
+from agentcredit.comparison import VerdictSettings, export_runs, markdown_report, plot_learning_curves, read_runs
 from agentcredit.records import atomic_write_text, check_output_path
 
 
@@ -45,9 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path, help="multirun folders or exported summary folders")
     parser.add_argument("--out", type=Path, default=None, help="where compare.md and learning_curves.png go")
     parser.add_argument("--export", type=Path, default=None, help="also write per-run summaries to this folder")
-    parser.add_argument("--reference", default="grpo", help="arm the paired comparison is against")
+    parser.add_argument("--reference", default="auto",
+                        help="arm every other arm is compared with (auto: budget_grpo where present, else grpo)")
+    parser.add_argument("--margin", type=float, default=2.0, help="equivalence margin, accuracy points (TOST)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="level of every test (Holm-adjusted)")
+    parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, help="the bootstrap's generator seed")
     args = parser.parse_args(argv)
+    settings = VerdictSettings(args.reference, args.margin, args.alpha, args.bootstrap, args.bootstrap_seed)
     try:
+        settings.check()
         refresh = check_outputs(args)
     except ValueError as err:
         parser.error(str(err))
@@ -79,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         raise SystemExit(f"compare: no finished run to compare ({len(warnings)} left out, listed above)")
     out = args.out or args.export or args.folders[0]
-    report = markdown_report(runs, args.reference)
+    report = markdown_report(runs, settings)
     if warnings:
         report += "\nLeft out of this comparison:\n\n" + "".join(f"- {line}\n" for line in warnings)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,22 +17,25 @@ def _run(arm, seed, acc, rewards, extra=None, group=None):
 
 
 def test_statistics_by_hand():
-    # mean 0.2, sample sd 0.1, t(0.975, 2) = 4.303: half-width 4.303 · 0.1 / √3 = 0.248434
+    # mean 0.2, sample sd 0.1, t(0.975, 2) = 4.302653 (scipy.stats.t): half-width 4.302653 · 0.1 / √3 = 0.248414
     mean, half = mean_ci([0.1, 0.2, 0.3])
-    assert mean == pytest.approx(0.2) and half == pytest.approx(0.248434, abs=1e-6)
+    assert mean == pytest.approx(0.2) and half == pytest.approx(0.248414, abs=1e-6)
     assert mean_ci([0.4]) == (0.4, None)
     grpo = [_run("grpo", s, a, [0.1, 0.3]) for s, a in enumerate([0.10, 0.20, 0.30])]
     prover = [_run("prover", s, a, [0.2, 0.4], [30, 10], [100, 100]) for s, a in enumerate([0.15, 0.20, 0.40])]
-    # differences 0.05, 0.0, 0.1: mean 0.05, sd 0.05 → half 4.303 · 0.05/√3 = 0.124217; one win, one tie
+    # differences 0.05, 0.0, 0.1: mean 0.05, sd 0.05 → half 4.302653 · 0.05/√3 = 0.124207; two wins, one tie
     diff = paired(prover, grpo, "test_accuracy")
-    assert diff["mean"] == pytest.approx(0.05) and diff["ci"] == pytest.approx(0.124217, abs=1e-6)
+    assert diff["mean"] == pytest.approx(0.05) and diff["ci"] == pytest.approx(0.124207, abs=1e-6)
     assert (diff["wins"], diff["ties"], diff["n"]) == (2, 1, 3)
-    # 80% power at α = 0.05: (t_0.975 + t_0.80 at 2 df) · sd / √n = (4.303 + 1.061) · 0.05 / √3 = 0.154845
-    assert diff["detectable"] == pytest.approx(0.154845, abs=1e-6) and diff["shown"] is False
+    # 80% power at α = 0.05: (t_0.975 + t_0.80 at 2 df) · sd / √n = (4.302653 + 1.060660) · 0.05 / √3 = 0.154826
+    assert diff["detectable"] == pytest.approx(0.154826, abs=1e-6)
     metrics = run_metrics(prover[0])
     assert metrics["reward_auc"] == pytest.approx(0.3) and metrics["extra_token_overhead"] == pytest.approx(0.2)
     report = markdown_report(grpo + prover)
-    assert "| prover | 3 | 25.0 ± " in report and "| prover | 3 | 5.0 ± 12.4 | 2/3 | no | 15.5 |" in report
+    # no budget_grpo: the reference is grpo. Paired t p = 0.225403 (t = √3 on 2 df, tests/test_comparison_stats.py),
+    # sign test 2 of 2 nonzero = 0.5; one arm, so Holm leaves p as it is; +5 points is outside ±2: inconclusive
+    assert "| prover | 3 | 25.0 ± " in report and "Verdicts against grpo" in report
+    assert "| 2/3 (0.5) | 0.225 | 0.225 | 0.796 | 15.5 | 0.100 ± 0.000 | inconclusive |" in report
 
 
 def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
@@ -165,9 +168,9 @@ def test_no_finished_run_is_one_line(tmp_path, capsys):
 def test_detectable_difference_by_hand():
     from agentcredit.comparison import detectable_difference
 
-    # 5 seeds, paired sd 2 points: (2.776 + 0.941) · 2 / √5 = 3.3246
-    assert detectable_difference(2.0, 5) == pytest.approx(3.717 * 2 / 5 ** 0.5)
-    # 11 seeds: 10 df (2.228 + 0.879); 40 seeds: the table's 30 df, the conservative side
-    assert detectable_difference(1.0, 11) == pytest.approx(3.107 / 11 ** 0.5)
-    assert detectable_difference(1.0, 40) == pytest.approx((2.042 + 0.854) / 40 ** 0.5)
+    # 5 seeds, paired sd 2 points: (t_0.975 + t_0.80 at 4 df) · 2 / √5 = (2.776445 + 0.940965) · 2 / √5 = 3.324950
+    assert detectable_difference(2.0, 5) == pytest.approx(3.324950, abs=1e-5)
+    # 11 seeds, 10 df: (2.228139 + 0.879058) / √11; 40 seeds, 39 df: (2.022691 + 0.850935) / √40
+    assert detectable_difference(1.0, 11) == pytest.approx(3.107197 / 11 ** 0.5, abs=1e-5)
+    assert detectable_difference(1.0, 40) == pytest.approx(2.873626 / 40 ** 0.5, abs=1e-5)
     assert detectable_difference(1.0, 1) is None

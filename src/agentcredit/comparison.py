@@ -5,14 +5,19 @@ Per arm, over seeds: final held-out accuracy (mean, 95% t-interval), the area un
 curve (the mean of ``train/reward`` over steps, i.e. the area divided by the number of steps), policy
 tokens generated per step (rollouts and continuations), step time, ProVer's acceptance rate (Δ > 0 among
 verified groups) and continuation-token overhead (Σ extra tokens / Σ rollout tokens), TRACE's δ mean and
-spread. ``paired`` compares each arm with GRPO seed by seed.
+spread. ``paired`` compares a run metric of each arm with a reference arm seed by seed; ``verdicts`` gives
+each arm's verdict against the reference (budget-matched GRPO where present, else GRPO), overall and per hop
+count, from the statistics of ``agentcredit.comparison_stats``.
 """
 
 from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from agentcredit.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
     STEP_COLUMNS,
@@ -25,42 +30,41 @@ from agentcredit.comparison_runs import (  # noqa: F401  (re-exported: the compa
     read_runs,
     restore_finished,
 )
+from agentcredit.comparison_stats import (  # noqa: F401  (mean_ci, detectable_difference: re-exported)
+    Comparison,
+    compare_pair,
+    decide,
+    detectable_difference,
+    interval,
+    mean_ci,
+    resampled,
+)
 from agentcredit.records import atomic_write_bytes
 from agentcredit.records.run import TEST_KEYS  # noqa: F401
 
-# Two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table).
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-# One-sided 0.80 quantiles of Student's t (80% power), same degrees of freedom.
-_T80 = {1: 1.376, 2: 1.061, 3: 0.978, 4: 0.941, 5: 0.920, 6: 0.906, 7: 0.896, 8: 0.889, 9: 0.883, 10: 0.879,
-        12: 0.873, 15: 0.866, 20: 0.860, 30: 0.854}
 
+@dataclass(frozen=True)
+class VerdictSettings:
+    """What a report's verdicts depend on (scripts/compare.py's options): the reference arm ("auto":
+    budget_grpo where present, else grpo), the equivalence margin in accuracy points, α, and the bootstrap."""
 
-def _t_quantile(table: dict[int, float], df: int, large: float) -> float:
-    """The table's value at df, else at the largest tabulated df below it (conservative), else `large`."""
-    return table.get(df) or next((q for d, q in sorted(table.items(), reverse=True) if d <= df), large)
+    reference: str = "auto"
+    margin: float = 2.0
+    alpha: float = 0.05
+    n_boot: int = 10_000
+    seed: int = 0
+
+    def check(self) -> None:
+        """One-line ValueError for a value no verdict can use."""
+        if not 0 < self.margin <= 100:
+            raise ValueError(f"margin {self.margin:g} must be in (0, 100] accuracy points")
+        if not 0 < self.alpha < 0.5:
+            raise ValueError(f"alpha {self.alpha:g} must be in (0, 0.5)")
+        if not 100 <= self.n_boot <= 1_000_000:
+            raise ValueError(f"bootstrap resamples {self.n_boot} must be in [100, 1000000]")
 
 
 # ------------------------------------------------------------------ statistics
-
-def mean_ci(values: list[float]) -> tuple[float, float | None]:
-    """(mean, half-width of the 95% t-interval); None for the half-width with fewer than two values."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, None
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, _t_quantile(_T975, n - 1, 1.96) * sd / math.sqrt(n)
-
-
-def detectable_difference(sd: float, n: int) -> float | None:
-    """The smallest true paired difference a two-sided paired t-test at α = 0.05 detects with 80% power,
-    given n pairs whose differences spread by `sd`: (t_0.975 + t_0.80) · sd / √n, with n − 1 degrees of
-    freedom (the usual normal-shift approximation to the noncentral t). None with fewer than two pairs."""
-    if n < 2:
-        return None
-    return (_t_quantile(_T975, n - 1, 1.96) + _t_quantile(_T80, n - 1, 0.842)) * sd / math.sqrt(n)
-
 
 def run_metrics(run: Run) -> dict[str, float | None]:
     extra = sum(v for _, v in run.series("credit/extra_tokens"))
@@ -110,9 +114,78 @@ def paired(arm_runs: list[Run], reference: list[Run], key: str) -> dict | None:
     n = len(diffs)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else None
     return {"mean": mean, "ci": half, "wins": sum(d > 0 for d in diffs), "ties": sum(d == 0 for d in diffs),
-            "n": n, "detectable": detectable_difference(sd, n) if sd is not None else None,
-            # a difference is shown only when its paired 95% interval excludes 0
-            "shown": half is not None and abs(mean) > half}
+            "n": n, "detectable": detectable_difference(sd, n) if sd is not None else None}
+
+
+def reference_of(arms, reference: str) -> str:
+    return ("budget_grpo" if "budget_grpo" in arms else "grpo") if reference == "auto" else reference
+
+
+def _common_ids(runs: list[Run], hops: int | None = None) -> list[str] | None:
+    """The question ids every run answered (of `hops` hops only, if given), sorted; None when a run kept no
+    per-question records."""
+    if any(r.outcomes is None for r in runs):
+        return None
+    sets = [{o.id for o in r.outcomes if hops is None or o.hops == hops} for r in runs]
+    return sorted(set.intersection(*sets))
+
+
+def _matrix(runs: list[Run], ids: list[str] | None) -> np.ndarray:
+    """(S seeds, Q questions) success in points; (S, 1) test accuracy in points without records."""
+    if ids is None:
+        return np.array([[run.test["test/accuracy"] * 100.0] for run in runs])
+    rows = []
+    for run in runs:
+        success = {o.id: o.success for o in run.outcomes}
+        rows.append([success[i] * 100.0 for i in ids])
+    return np.array(rows)
+
+
+def _pair(arm: str, runs: list[Run], reference: list[Run], s: VerdictSettings, hops: int | None) -> Comparison | None:
+    ref = {r.seed: r for r in reference}
+    mine = [r for r in runs if r.seed in ref]
+    if not mine:
+        return None
+    theirs = [ref[r.seed] for r in mine]
+    ids = _common_ids(mine + theirs, hops)
+    if hops is not None and not ids:
+        return None  # no records (or no question of this hop count in common): no row
+    if ids == []:
+        ids = None  # records that share no question: the seeds alone
+    a, b = _matrix(mine, ids), _matrix(theirs, ids)
+    return compare_pair(arm, a - b, list(a.mean(1)), list(b.mean(1)), None if ids is None else len(ids),
+                        s.margin, s.alpha, s.n_boot, s.seed)
+
+
+def arm_accuracy(runs: list[Run], s: VerdictSettings) -> tuple[float, tuple[float, float] | None, str]:
+    """An arm's accuracy in points, its bootstrap 1 − α interval (None: one value), and what was resampled."""
+    ids = _common_ids(runs) or None
+    values = _matrix(runs, ids)
+    return float(values.mean()), interval(values, 1 - s.alpha, s.n_boot, s.seed), resampled(
+        len(runs), None if ids is None else len(ids))
+
+
+def hop_counts(runs: list[Run]) -> list[int]:
+    """The hop counts the per-question records carry, when every run kept records."""
+    if not runs or any(r.outcomes is None for r in runs):
+        return []
+    return sorted({o.hops for r in runs for o in r.outcomes if o.hops is not None})
+
+
+def verdicts(runs: list[Run], s: VerdictSettings) -> dict[int | None, list[Comparison]]:
+    """Per question set (None: all questions; else a hop count), every arm against the reference, Holm
+    across the arms of that set."""
+    arms = by_arm(runs)
+    reference = reference_of(arms, s.reference)
+    if reference not in arms:
+        return {}
+    out = {}
+    for hops in [None, *hop_counts(runs)]:
+        family = [c for arm, arm_runs in arms.items() if arm != reference
+                  for c in [_pair(arm, arm_runs, arms[reference], s, hops)] if c is not None]
+        if family:
+            out[hops] = decide(family, s.margin, s.alpha)
+    return out
 
 
 # ------------------------------------------------------------------ report
@@ -126,7 +199,81 @@ def _fmt(cell, digits: int = 3, pct: bool = False) -> str:
     return f"{text} ± {half * scale:.{digits}f}" if half is not None else text
 
 
-def markdown_report(runs: list[Run], reference_arm: str = "grpo") -> str:
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.3g}"
+
+
+def _num(x: float) -> str:
+    return f"{x + 0.0:.1f}".replace("-0.0", "0.0")  # no "-0.0" for a value that rounds to zero
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "–" if ci is None else f"[{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def _cell(mean: float, ci: tuple[float, float] | None) -> str:
+    return _num(mean) if ci is None else f"{_num(mean)} {_interval(ci)}"
+
+
+def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
+    """The report's verdict section: every arm against the reference, overall and per hop count."""
+    arms = by_arm(runs)
+    reference = reference_of(arms, s.reference)
+    if reference not in arms:
+        return ["", f"No verdicts: no run of the reference arm {reference} (--reference)."]
+    found = verdicts(runs, s)
+    resampled = {c.resampled() for family in found.values() for c in family}
+    level, eq_level = round(100 * (1 - s.alpha)), round(100 * (1 - 2 * s.alpha))
+    lines = ["", f"Verdicts against {reference} (arm − {reference}, accuracy points, paired on the same seeds"
+             + (" and questions" if any("questions" in r for r in resampled) else "") + f"; margin ±{s.margin:g} "
+             f"points, α = {s.alpha:g}, Holm across the {len(found.get(None, []))} arms compared with {reference}):", "",
+             f"| arm | test accuracy % ({level}% CI), bootstrap over | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | "
+             "wins (sign-test p) | paired t p | Holm p | TOST p, Holm | detectable Δ | Δ reward AUC (95% t) | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for arm, arm_runs in arms.items():
+        mean, ci, what = arm_accuracy(arm_runs, s)
+        accuracy = f"{_cell(mean, ci)}, {what}"
+        if arm == reference:
+            lines.append(f"| {arm} | {accuracy} | – | – | – | – | – | – | – | – | – | reference |")
+            continue
+        c = next((c for c in found.get(None, []) if c.arm == arm), None)
+        if c is None:
+            continue
+        auc = paired(arm_runs, arms[reference], "reward_auc")
+        auc_cell = "–" if auc is None else _fmt((auc["mean"], auc["ci"]), 3)
+        detectable = "–" if c.detectable is None else f"{c.detectable:.1f}"
+        lines.append(f"| {arm} | {accuracy} | {c.resampled()} | {_cell(c.diff, c.ci)} | "
+                     f"{_interval(c.ci_equivalence)} | {c.wins}/{c.seeds} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
+                     f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
+    by_hops = {h: family for h, family in found.items() if h is not None}
+    if by_hops:
+        lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each):", "",
+                  f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | wins | paired t p | "
+                  "Holm p | TOST p, Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for hops, family in by_hops.items():
+            lines += [f"| {hops} | {c.arm} | {c.resampled()} | {_cell(c.diff, c.ci)} | "
+                      f"{_interval(c.ci_equivalence)} | {c.wins}/{c.seeds} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
+                      f"{_p(c.tost_p_holm)} | {c.verdict} |" for c in family]
+    seeds_alone = not any("questions" in r for r in resampled)
+    lines += ["", ("Bootstrap over seeds alone: these runs kept no per-question test outcomes "
+                   "(test_outcomes.jsonl), so questions are not resampled and no verdict is given per hop count. "
+                   if seeds_alone else
+                   "Bootstrap over seeds and questions: each resample draws the seeds, then the questions (one draw "
+                   "shared by every seed, as every seed answers the same test questions). ")
+              + f"{s.n_boot:,} resamples (generator seed {s.seed}), percentile intervals. Paired t p: two-sided paired "
+              "t-test over seeds (scipy.stats.ttest_rel); Holm p: that p adjusted across the arms compared with "
+              f"{reference} (statsmodels multipletests); TOST p: the equivalence test |Δ| < {s.margin:g} points on the "
+              "seed-paired accuracies (statsmodels ttost_paired), Holm-adjusted the same way; sign-test p: the wins "
+              "alone (scipy.stats.binomtest); detectable Δ: the smallest true difference a paired t-test at α = 0.05 "
+              "detects with 80% power at this many seeds and this paired spread. Verdict: better / worse when the "
+              f"Holm p < {s.alpha:g} and the {level}% interval excludes 0 on that side; equivalent within "
+              f"±{s.margin:g} when the Holm-adjusted TOST p < {s.alpha:g} and the {eq_level}% interval lies inside "
+              f"±{s.margin:g}; else inconclusive (not evidence of a tie)."]
+    return lines
+
+
+def markdown_report(runs: list[Run], settings: VerdictSettings | None = None) -> str:
+    settings = settings or VerdictSettings()
     arms = by_arm(runs)
     lines = ["| arm | seeds | test accuracy % (95% CI) | test format % | test tool calls | reward AUC | "
              "tokens / step | step s | ProVer accepted % | extra tokens % | TRACE δ mean | TRACE δ std |",
@@ -140,26 +287,7 @@ def markdown_report(runs: list[Run], reference_arm: str = "grpo") -> str:
     lines += ["", "± is the half-width of a 95% t-interval over seeds (none with one seed). Reward AUC: mean train/reward "
               "over training steps (area under the curve / steps). Tokens / step: policy tokens sampled per step, "
               "continuations included. Extra tokens: continuation tokens / rollout tokens."]
-    if reference_arm in arms:
-        lines += ["", f"Paired against {reference_arm} on the same seeds (arm − {reference_arm}; wins = seeds where the arm "
-                  "is higher; shown = the paired 95% interval excludes 0; detectable = the smallest true accuracy "
-                  "difference this many seeds with this paired spread detect at 80% power, α = 0.05):", "",
-                  "| arm | seeds | Δ test accuracy % (95% CI) | wins | shown | detectable Δ % | Δ reward AUC (95% CI) | wins |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for arm, arm_runs in arms.items():
-            if arm == reference_arm:
-                continue
-            acc = paired(arm_runs, arms[reference_arm], "test_accuracy")
-            auc = paired(arm_runs, arms[reference_arm], "reward_auc")
-            if acc is None and auc is None:
-                continue
-            cell = lambda p, d, pct: "–" if p is None else _fmt((p["mean"], p["ci"]), d, pct)  # noqa: E731
-            wins = lambda p: "–" if p is None else f"{p['wins']}/{p['n']}"  # noqa: E731
-            n = (acc or auc)["n"]
-            shown = "–" if acc is None or acc["ci"] is None else ("yes" if acc["shown"] else "no")
-            detectable = "–" if acc is None or acc["detectable"] is None else f"{acc['detectable'] * 100:.1f}"
-            lines.append(f"| {arm} | {n} | {cell(acc, 1, True)} | {wins(acc)} | {shown} | {detectable} | "
-                         f"{cell(auc, 3, False)} | {wins(auc)} |")
+    lines += verdict_lines(runs, settings)
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,9 @@ folder back its finished jobs from an export (scripts/compare.py, scripts/restor
 
 A run is read either from its run folder (``metrics.csv``, ``test_summary.json``, ``resolved_config.yaml``)
 or from the two small files ``export_runs`` writes for it (``<job>.summary.json`` and ``<job>.steps.csv``),
-so a published comparison regenerates from what is committed under ``docs/results/<name>/``. Every file
+so a published comparison regenerates from what is committed under ``docs/results/<name>/``. A run's
+per-question test outcomes (``test_outcomes.jsonl``, exported as ``<job>.test_outcomes.jsonl``; schema in
+``agentcredit.records.outcomes``) travel with it where the run wrote them. Every file
 is read against its schema in ``agentcredit.records.run``: a damaged run is left out of a comparison with
 one line naming the file (and line), never averaged in and never a traceback.
 """
@@ -17,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentcredit.records import RecordError, atomic_write_text, check_output_path, read_json_record, safe_name
+from agentcredit.records.outcomes import EXPORTED_OUTCOMES, TEST_OUTCOMES, OutcomeRecord, read_outcomes, write_outcomes
 from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read_run_config, read_steps_rows
 
 # Per-step columns kept by the export (everything compare.py reads).
 STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
                 "rollout/tool_calls", "time/step_s", "credit/accepted", "credit/verified", "credit/extra_tokens",
                 "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share")
-EXPORTED = ("*.summary.json", "*.steps.csv")
+EXPORTED = ("*.summary.json", "*.steps.csv", f"*{EXPORTED_OUTCOMES}")
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Run:
     seed: int
     test: dict[str, float]
     steps: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> metric -> value
+    outcomes: list[OutcomeRecord] | None = None  # one per test question; None: the run kept none
 
     def series(self, key: str) -> list[tuple[int, float]]:
         return [(s, row[key]) for s, row in sorted(self.steps.items()) if key in row]
@@ -63,12 +67,17 @@ def _read_steps(path: Path) -> dict[int, dict[str, float]]:
     return steps
 
 
+def _read_outcomes(path: Path) -> list[OutcomeRecord] | None:
+    return read_outcomes(path) if path.exists() else None
+
+
 def read_run_folder(run: Path) -> Run:
     try:
         config = read_run_config(run / "resolved_config.yaml") if (run / "resolved_config.yaml").exists() else None
         steps = _read_steps(run / "metrics.csv")
         summary_path = run / "test_summary.json"
         summary = read_json_record(summary_path, RunSummary) if summary_path.exists() else RunSummary()
+        outcomes = _read_outcomes(run / TEST_OUTCOMES)
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
     test = summary.test()
@@ -83,11 +92,15 @@ def read_run_folder(run: Path) -> Run:
     except ValueError as error:
         raise UnreadableRun(f"{run / 'resolved_config.yaml'}: {error}") from None
     seed = summary.seed if summary.seed is not None else (config.seed if config else 0)
-    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r})
+    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r}, outcomes)
 
 
 def steps_path_of(summary_path: Path) -> Path:
     return summary_path.with_name(summary_path.name.replace(".summary.json", ".steps.csv"))
+
+
+def outcomes_path_of(summary_path: Path) -> Path:
+    return summary_path.with_name(summary_path.name.replace(".summary.json", EXPORTED_OUTCOMES))
 
 
 def read_exported(summary_path: Path) -> Run:
@@ -97,7 +110,11 @@ def read_exported(summary_path: Path) -> Run:
         raise UnreadableRun(str(error)) from None
     steps_path = steps_path_of(summary_path)
     steps = _read_steps(steps_path) if steps_path.exists() else {}
-    return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps)
+    try:
+        outcomes = _read_outcomes(outcomes_path_of(summary_path))
+    except RecordError as error:
+        raise UnreadableRun(str(error)) from None
+    return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps, outcomes)
 
 
 def cut_short(run: Run) -> str | None:
@@ -150,7 +167,7 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False) -> list[Pa
         safe_name(run.arm, "arm")
     before = stale_exports(out) if out.is_dir() else []
     out.mkdir(parents=True, exist_ok=True)
-    written, used = [], set()
+    written, used, keep = [], set(), set()
     for run in runs:
         # Portable file names (job folders hold ':' and '+'): <arm>_seed<seed>, numbered if one repeats.
         stem = base = f"{run.arm}_seed{run.seed}"
@@ -159,10 +176,12 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False) -> list[Pa
         used.add(stem)
         summary = out / f"{stem}.summary.json"
         _write_steps(run, out / f"{stem}.steps.csv")
+        keep.update((summary, steps_path_of(summary)))
+        if run.outcomes is not None:
+            keep.add(write_outcomes(outcomes_path_of(summary), run.outcomes))
         atomic_write_text(summary, json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test},
                                               indent=1) + "\n")
         written.append(summary)
-    keep = {p for s in written for p in (s, steps_path_of(s))}
     for stale in before:
         if stale not in keep:
             stale.unlink(missing_ok=True)
@@ -210,6 +229,8 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
             continue
         folder.mkdir(parents=True, exist_ok=True)
         _write_steps(run, folder / "metrics.csv")
+        if run.outcomes is not None:
+            write_outcomes(folder / TEST_OUTCOMES, run.outcomes)
         summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
         # Written last: it marks the job finished.
         atomic_write_text(folder / "test_summary.json", json.dumps(summary, indent=1) + "\n")

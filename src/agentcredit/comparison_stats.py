@@ -1,0 +1,198 @@
+"""The statistics behind a comparison's verdicts (scripts/compare.py): a bootstrap over seeds and questions,
+paired tests over seeds, Holm's correction, an equivalence test, and the verdict words they give.
+
+Seeds are the units of replication (each seed trains its own policy); the test questions are crossed with
+them (every seed of every arm answers the same test split, keyed by ``data.split_seed``). So:
+
+- **Bootstrap** (``bootstrap_means``): for a matrix V of shape (S seeds, Q questions), replicate b draws S
+  seed indices with replacement and Q question indices with replacement (one question draw shared by
+  every drawn seed, as the questions are shared), and takes the mean of V over the drawn rows and columns.
+  A paired difference is the same on V = arm − reference, question by question on the same seed. With no
+  per-question records Q = 1 (each seed's accuracy): a bootstrap over seeds alone. scipy's
+  ``stats.bootstrap`` resamples one level only, hence this function. Intervals are percentile intervals.
+- **Difference test**: a paired t-test over seeds (``scipy.stats.ttest_rel``) on the per-seed accuracies
+  (with records: each seed's mean over the questions both arms answered), two-sided.
+- **Holm** (``statsmodels.stats.multitest.multipletests(method="holm")``) across the arms compared with one
+  reference, for the difference tests and, separately, for the equivalence tests.
+- **Equivalence (TOST)**: ``statsmodels.stats.weightstats.ttost_paired`` on the seed-paired accuracies
+  with the margin ±m: H0 |Δ| ≥ m against H1 |Δ| < m; its p is the larger of the two one-sided p-values.
+- **Verdict** (``verdict``): *better* / *worse* when the Holm-adjusted difference p < α **and** the
+  bootstrap 1 − α interval lies on that side of 0; *equivalent within ±m* when the Holm-adjusted TOST
+  p < α **and** the bootstrap 1 − 2α interval lies inside ±m (TOST's interval form); else *inconclusive*.
+  Both conditions, so that a verdict holds for the seeds (the test) and for the questions (the bootstrap,
+  when records exist). A difference shown yet inside the margin is "better, within ±m".
+- **Sign test** (``scipy.stats.binomtest``): the p-value of the wins alone; 5 of 5 is p = 0.0625.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+def t_quantile(q: float, df: int) -> float:
+    return float(stats.t.ppf(q, df))
+
+
+def mean_ci(values: list[float]) -> tuple[float, float | None]:
+    """(mean, half-width of the 95% t-interval); None for the half-width with fewer than two values."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, t_quantile(0.975, n - 1) * sd / math.sqrt(n)
+
+
+def detectable_difference(sd: float, n: int) -> float | None:
+    """The smallest true paired difference a two-sided paired t-test at α = 0.05 detects with 80% power,
+    given n pairs whose differences spread by `sd`: (t_0.975 + t_0.80) · sd / √n, with n − 1 degrees of
+    freedom (the usual normal-shift approximation to the noncentral t). None with fewer than two pairs."""
+    if n < 2:
+        return None
+    return (t_quantile(0.975, n - 1) + t_quantile(0.80, n - 1)) * sd / math.sqrt(n)
+
+
+BLOCK = 1000  # replicates drawn at once: (BLOCK, Q) indices stay a few MB at Q ≈ 1,000 questions
+
+
+def _counts(indices: np.ndarray, n: int) -> np.ndarray:
+    """(C, n) how often each of n items was drawn in each row of `indices` (C, k)."""
+    rows = indices.shape[0]
+    flat = (indices + n * np.arange(rows)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n)
+
+
+def bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot,) bootstrap replicates of the mean of `values` (S, Q). ``numpy.random.default_rng(seed)``
+    draws, per block of up to BLOCK replicates, the block's seed indices (block, S) and then its question
+    indices (block, Q), with replacement; replicate b is values[seeds_b][:, questions_b].mean(), computed
+    from the draw counts: seed counts (S,) · values · question counts (Q,) / (S · Q)."""
+    values = np.asarray(values, dtype=float)
+    n_seeds, n_questions = values.shape
+    rng = np.random.default_rng(seed)
+    out = []
+    for start in range(0, n_boot, BLOCK):
+        size = min(BLOCK, n_boot - start)
+        seeds = _counts(rng.integers(n_seeds, size=(size, n_seeds)), n_seeds)  # (C, S)
+        questions = _counts(rng.integers(n_questions, size=(size, n_questions)), n_questions)  # (C, Q)
+        out.append(((seeds @ values) * questions).sum(axis=1) / (n_seeds * n_questions))
+    return np.concatenate(out)
+
+
+def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def paired_t_p(arm: list[float], reference: list[float]) -> float | None:
+    """Two-sided paired t-test p over seeds; None with fewer than two pairs or no spread in the differences
+    (a t statistic of ±∞ or 0/0 is no evidence either way at so few seeds)."""
+    diffs = np.asarray(arm, float) - np.asarray(reference, float)
+    if len(diffs) < 2 or np.ptp(diffs) == 0:
+        return None
+    return float(stats.ttest_rel(arm, reference).pvalue)
+
+
+def tost_p(arm: list[float], reference: list[float], margin: float) -> float | None:
+    """TOST p for |mean(arm − reference)| < margin (statsmodels ttost_paired); None as in `paired_t_p`."""
+    from statsmodels.stats.weightstats import ttost_paired
+
+    diffs = np.asarray(arm, float) - np.asarray(reference, float)
+    if len(diffs) < 2 or np.ptp(diffs) == 0:
+        return None
+    return float(ttost_paired(np.asarray(arm, float), np.asarray(reference, float), -margin, margin)[0])
+
+
+def holm(p_values: list[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values over the family of the tests that ran (None: no test, left out of the family)."""
+    from statsmodels.stats.multitest import multipletests
+
+    ran = [p for p in p_values if p is not None]
+    if not ran:
+        return list(p_values)
+    adjusted = iter(multipletests(ran, method="holm")[1])
+    return [None if p is None else float(next(adjusted)) for p in p_values]
+
+
+def sign_test_p(diffs: list[float]) -> float | None:
+    """Two-sided sign test of the wins among the nonzero differences; None when every difference is 0."""
+    wins, nonzero = sum(d > 0 for d in diffs), sum(d != 0 for d in diffs)
+    return float(stats.binomtest(wins, nonzero, 0.5).pvalue) if nonzero else None
+
+
+def verdict(mean: float, p_holm: float | None, tost_holm: float | None, ci: tuple[float, float] | None,
+            ci_equivalence: tuple[float, float] | None, margin: float, alpha: float) -> str:
+    """The verdict words (module docstring): `ci` is the bootstrap 1 − α interval of the difference,
+    `ci_equivalence` its 1 − 2α interval (None: one value, nothing to resample); margin in the units of the
+    difference."""
+    shown = p_holm is not None and p_holm < alpha and ci is not None and (ci[0] > 0 if mean > 0 else ci[1] < 0)
+    within = (tost_holm is not None and tost_holm < alpha and ci_equivalence is not None
+              and -margin < ci_equivalence[0] and ci_equivalence[1] < margin)
+    words = f"equivalent within ±{margin:g}"
+    if shown:
+        return ("better" if mean > 0 else "worse") + (f", within ±{margin:g}" if within else "")
+    return words if within else "inconclusive"
+
+
+@dataclass
+class Comparison:
+    """One arm against the reference on one question set (all, or one hop count); differences in points."""
+
+    arm: str
+    seeds: int
+    questions: int | None  # None: no per-question records, a bootstrap over seeds alone
+    diff: float
+    ci: tuple[float, float] | None  # None: one seed and no question records, nothing to resample
+    ci_equivalence: tuple[float, float] | None
+    wins: int
+    sign_p: float | None
+    t_p: float | None
+    tost_p: float | None
+    detectable: float | None
+    t_p_holm: float | None = None
+    tost_p_holm: float | None = None
+    verdict: str = "inconclusive"
+
+    def resampled(self) -> str:
+        return resampled(self.seeds, self.questions)
+
+
+def resampled(seeds: int, questions: int | None) -> str:
+    """What a bootstrap resampled, in words: "5 seeds", "5 seeds × 1,036 questions"."""
+    what = f"{seeds} seed{'s' if seeds != 1 else ''}"
+    return what if questions is None else f"{what} × {questions:,} question{'s' if questions != 1 else ''}"
+
+
+def interval(values, level: float, n_boot: int, seed: int) -> tuple[float, float] | None:
+    """The bootstrap percentile interval of the mean of `values` (S, Q); None for a single value."""
+    values = np.asarray(values, dtype=float)
+    return None if values.size == 1 else percentile_interval(bootstrap_means(values, n_boot, seed), level)
+
+
+def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: list[float], questions: int | None,
+                 margin: float, alpha: float, n_boot: int, seed: int) -> Comparison:
+    """`diffs` (S, Q) arm − reference in points, paired by seed (rows) and question (columns; one column with
+    no records); `arm_acc`, `ref_acc` the S per-seed accuracies in points, in the same seed order."""
+    replicates = bootstrap_means(diffs, n_boot, seed) if diffs.size > 1 else None
+    per_seed = [a - r for a, r in zip(arm_acc, ref_acc)]
+    n = len(per_seed)
+    sd = float(np.std(per_seed, ddof=1)) if n > 1 else None
+    return Comparison(arm=arm, seeds=n, questions=questions, diff=float(np.mean(diffs)),
+                      ci=None if replicates is None else percentile_interval(replicates, 1 - alpha),
+                      ci_equivalence=None if replicates is None else percentile_interval(replicates, 1 - 2 * alpha),
+                      wins=sum(d > 0 for d in per_seed), sign_p=sign_test_p(per_seed),
+                      t_p=paired_t_p(arm_acc, ref_acc), tost_p=tost_p(arm_acc, ref_acc, margin),
+                      detectable=detectable_difference(sd, n) if sd is not None else None)
+
+
+def decide(family: list[Comparison], margin: float, alpha: float) -> list[Comparison]:
+    """Holm across the family (the arms compared with one reference on one question set), then each verdict."""
+    for c, p, q in zip(family, holm([c.t_p for c in family]), holm([c.tost_p for c in family])):
+        c.t_p_holm, c.tost_p_holm = p, q
+        c.verdict = verdict(c.diff, p, q, c.ci, c.ci_equivalence, margin, alpha)
+    return family

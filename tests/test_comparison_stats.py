@@ -1,0 +1,225 @@
+"""The comparison's verdict statistics by hand (bootstrap, Holm, TOST, the verdict words), the per-question
+outcome records, and a report from runs that kept them (bootstrap over seeds and questions, per hop count)."""
+
+import numpy as np
+import pytest
+
+from agentcredit.comparison import (
+    Run,
+    VerdictSettings,
+    export_runs,
+    markdown_report,
+    read_exported,
+    read_runs,
+    restore_finished,
+    verdicts,
+)
+from agentcredit.comparison_stats import (
+    bootstrap_means,
+    holm,
+    paired_t_p,
+    percentile_interval,
+    sign_test_p,
+    tost_p,
+    verdict,
+)
+from agentcredit.records import RecordError
+from agentcredit.records.outcomes import TEST_OUTCOMES, OutcomeRecord, read_outcomes, write_outcomes
+
+
+# ------------------------------------------------------------------ bootstrap
+
+
+def test_bootstrap_over_seeds_alone_by_hand():
+    # default_rng(0).integers(3, size=(3, 3)) draws the seed rows [2, 1, 1], [0, 0, 0], [0, 0, 0] (the one
+    # question column is then always 0): (60 + 20 + 20) / 3 = 33.333, then 10 and 10
+    assert bootstrap_means(np.array([[10.0], [20.0], [60.0]]), 3, seed=0) == pytest.approx([100 / 3, 10, 10])
+
+
+def test_bootstrap_over_seeds_and_questions_is_the_direct_resample():
+    values = np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 1.0]])  # (3 seeds, 4 questions)
+    fast = bootstrap_means(values, 200, seed=7)
+    rng = np.random.default_rng(7)
+    # the docstring's draw order (one block, as 200 < BLOCK): every replicate's seed indices, then its questions'
+    seeds, questions = rng.integers(3, size=(200, 3)), rng.integers(4, size=(200, 4))
+    direct = [values[np.ix_(s, q)].mean() for s, q in zip(seeds, questions)]
+    assert fast == pytest.approx(direct, abs=1e-12)
+    # more replicates than one block: the blocks' draws follow one another from the same generator
+    rng = np.random.default_rng(3)
+    blocks = [(rng.integers(3, size=(n, 3)), rng.integers(4, size=(n, 4))) for n in (1000, 500)]
+    direct = [values[np.ix_(s, q)].mean() for seeds, questions in blocks for s, q in zip(seeds, questions)]
+    assert bootstrap_means(values, 1500, seed=3) == pytest.approx(direct, abs=1e-12)
+    # each replicate is a mean of 3 × 4 zeros and ones: a multiple of 1/12
+    assert np.allclose(fast * 12, np.round(fast * 12))
+    # the replicates centre on the grand mean 7/12 (E[draw counts] = 1 on both levels)
+    assert bootstrap_means(values, 20_000, seed=1).mean() == pytest.approx(7 / 12, abs=0.01)
+
+
+def test_percentile_interval_by_hand():
+    # numpy's linear quantile of 1..100 at 0.05: 1 + 0.05 · 99 = 5.95; at 0.95: 1 + 0.95 · 99 = 95.05
+    assert percentile_interval(np.arange(1.0, 101.0), 0.90) == pytest.approx((5.95, 95.05))
+
+
+# ------------------------------------------------------------------ tests and their correction
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.03, 0.04 → 3 · 0.01 = 0.03; max(0.03, 2 · 0.03) = 0.06; max(0.06, 1 · 0.04) = 0.06
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    # a comparison with no test is not in the family: two tests, 2 · 0.01 = 0.02, max(0.02, 0.04) = 0.04
+    assert holm([0.01, None, 0.04]) == [pytest.approx(0.02), None, pytest.approx(0.04)]
+    assert holm([None]) == [None]
+
+
+def test_paired_t_and_sign_test_by_hand():
+    # differences 5, 0, 10: mean 5, sd 5, t = 5 / (5/√3) = √3 on 2 df; F_2(t) = 1/2 + t / (2√(2 + t²))
+    # = 0.5 + 1.732051 / (2 · 2.236068) = 0.887298, p = 2 · (1 − 0.887298) = 0.225403
+    assert paired_t_p([15, 20, 40], [10, 20, 30]) == pytest.approx(0.225403, abs=1e-6)
+    assert paired_t_p([1, 2], [0, 1]) is None and paired_t_p([3], [1]) is None  # no spread; one pair
+    # 5 of 5 wins alone: 2 · 0.5⁵ = 0.0625; 2 of 2 nonzero (a tie left out): 2 · 0.25 = 0.5
+    assert sign_test_p([1, 2, 3, 4, 5]) == pytest.approx(0.0625) and sign_test_p([5, 0, 10]) == pytest.approx(0.5)
+
+
+def test_tost_inside_and_outside_the_margin_by_hand():
+    arm, ref = [1.5, 3.0, 2.5, 2.0], [1.0, 2.0, 1.0, 1.0]  # differences 0.5, 1, 1.5, 1
+    # mean 1, sd √(0.5/3) = 0.408248, se 0.204124, 3 df; F_3(t) = 1/2 + (t/(√3(1 + t²/3)) + atan(t/√3)) / π.
+    # Margin ±2: upper t = (1 − 2)/se = −√24, t²/3 = 8: F = 0.5 − (0.314270 + 1.230959)/π = 0.008138;
+    # the lower one-sided p is far smaller (t = 3/se = 14.7), so TOST p = 0.008138: equivalent.
+    assert tost_p(arm, ref, 2.0) == pytest.approx(0.008138, abs=2e-6)
+    # Margin ±0.5: upper t = (1 − 0.5)/se = √6, t²/3 = 2: F = 0.5 + (0.471405 + 0.955317)/π = 0.954139: not.
+    assert tost_p(arm, ref, 0.5) == pytest.approx(0.954139, abs=2e-6)
+
+
+def test_verdict_words():
+    # (Holm p, Holm TOST p, 95% interval, 90% interval) at margin 2, α = 0.05
+    assert verdict(3.0, 0.01, 0.9, (1.0, 5.0), (1.5, 4.5), 2, 0.05) == "better"
+    assert verdict(-3.0, 0.01, 0.9, (-5.0, -1.0), (-4.5, -1.5), 2, 0.05) == "worse"
+    assert verdict(0.4, 0.36, 0.02, (-0.2, 1.0), (-0.1, 0.9), 2, 0.05) == "equivalent within ±2"
+    # TOST passes, but the bootstrap interval leaves the margin (questions add spread): not equivalent
+    assert verdict(0.4, 0.36, 0.02, (-2.5, 2.9), (-2.1, 2.4), 2, 0.05) == "inconclusive"
+    # uncorrected p 0.025 becomes 0.05 under Holm: not shown, even with a seeds-only interval excluding 0
+    assert verdict(-2.4, 0.0504, 1.0, (-3.6, -1.3), (-3.5, -1.4), 2, 0.05) == "inconclusive"
+    # a test that passes but an interval that does not: no claim
+    assert verdict(2.0, 0.01, 1.0, (-0.5, 4.0), (0.1, 3.5), 2, 0.05) == "inconclusive"
+    assert verdict(1.0, 0.001, 0.01, (0.5, 1.5), (0.6, 1.4), 2, 0.05) == "better, within ±2"
+    assert verdict(1.0, None, None, (0.5, 1.5), (0.6, 1.4), 2, 0.05) == "inconclusive"
+
+
+# ------------------------------------------------------------------ per-question records
+
+
+def _outcomes(seed, accuracy_by_hops):
+    """Deterministic records: for each hop count, 20 questions of which the first `round(20 · acc)` succeed."""
+    records = []
+    for hops, acc in accuracy_by_hops.items():
+        for i in range(20):
+            records.append(OutcomeRecord(id=f"h{hops}-{i}", hops=hops, template="BRIDGE_ENTITY",
+                                         success=float(i < round(20 * acc)), tool_calls=10.0 + hops, tokens=900.0))
+    return records
+
+
+def _run(arm, seed, by_hops):
+    outcomes = _outcomes(seed, by_hops)
+    accuracy = sum(o.success for o in outcomes) / len(outcomes)
+    return Run(f"{arm}{seed}", arm, seed, {"test/accuracy": accuracy}, {0: {"train/reward": 0.3}}, outcomes)
+
+
+def test_outcome_records_refuse_damage(tmp_path):
+    path = tmp_path / TEST_OUTCOMES
+    write_outcomes(path, [{"id": "q1", "hops": 4, "success": 1.0, "tool_calls": 12, "tokens": 800},
+                          {"id": "q2", "hops": None, "success": 0.5, "samples": 2, "tool_calls": 9, "tokens": 700}])
+    assert [(o.id, o.hops, o.success, o.samples) for o in read_outcomes(path)] == [("q1", 4, 1.0, 1), ("q2", None, 0.5, 2)]
+    good = path.read_text()
+    for damaged, why in ((good + good.splitlines()[0] + "\n", "question 'q1' a second time"),
+                         (good.replace('"success": 1.0', '"success": true'), "a true/false"),
+                         (good.replace('"success": 1.0', '"success": 1.5'), "less than or equal to 1"),
+                         (good[:-5], "cut short"), ("", "no question")):
+        path.write_text(damaged)
+        with pytest.raises(RecordError, match=why):
+            read_outcomes(path)
+
+
+def test_report_with_records_bootstraps_questions_and_gives_verdicts_per_hop(tmp_path):
+    runs = []
+    for seed in range(4):
+        jitter = 0.05 * (seed % 2)  # a seed effect shared by every arm
+        runs += [_run("grpo", seed, {4: 0.40 + jitter, 5: 0.20, 6: 0.05}),
+                 _run("budget_grpo", seed, {4: 0.60 + jitter, 5: 0.30 + 0.05 * (seed == 3), 6: 0.05}),
+                 _run("trace", seed, {4: 0.40 + jitter + 0.05 * (seed == 0), 5: 0.20, 6: 0.05})]
+    settings = VerdictSettings(n_boot=500)
+    found = verdicts(runs, settings)
+    assert sorted(found, key=str) == [4, 5, 6, None]  # all questions, then each hop count
+    overall = {c.arm: c for c in found[None]}
+    assert set(overall) == {"grpo", "trace"} and overall["grpo"].questions == 60 and overall["grpo"].seeds == 4
+    # grpo − budget_grpo over 60 questions: 4-hop −4 of 20 on every seed, 5-hop −2 (−3 on seed 3) of 20:
+    # (−6 · 3 − 7) / 4 seeds / 60 questions = −0.104167, i.e. −10.4 points
+    assert overall["grpo"].diff == pytest.approx(-100 * 25 / 240) and overall["grpo"].verdict == "worse"
+    assert {c.arm: c.questions for c in found[6]} == {"grpo": 20, "trace": 20}
+    report = markdown_report(runs, settings)
+    # grpo: 8 or 9 of 20 (4 hops) + 4 + 1 of 20 a seed, 13.5 of 60 on average = 22.5%
+    assert "Verdicts against budget_grpo" in report and "| grpo | 22.5 [" in report
+    assert ", 4 seeds × 60 questions | 4 seeds × 60 questions | -10.4 [" in report
+    assert "By hop count" in report and "| 6 | trace | 4 seeds × 20 questions |" in report
+    assert "Bootstrap over seeds and questions" in report
+    # the same runs without records: the seeds alone, labelled so, and no hop table
+    bare = [Run(r.name, r.arm, r.seed, r.test, r.steps) for r in runs]
+    bare_report = markdown_report(bare, settings)
+    assert ", 4 seeds | 4 seeds | -10.4 [" in bare_report and "Bootstrap over seeds alone" in bare_report
+    assert "By hop count" not in bare_report
+    assert "Verdicts against grpo" in markdown_report(runs, VerdictSettings(reference="grpo", n_boot=500))
+
+
+def test_records_travel_through_export_and_restore(tmp_path):
+    runs = [_run("grpo", 0, {4: 0.5}), _run("trace", 0, {4: 0.25})]
+    runs[1].outcomes = None  # a run that kept none exports none
+    written = export_runs(runs, tmp_path / "export")
+    assert sorted(p.name for p in (tmp_path / "export").glob(f"*{TEST_OUTCOMES}")) == [f"grpo_seed0.{TEST_OUTCOMES}"]
+    back = read_exported(written[0])
+    assert [o.model_dump() for o in back.outcomes] == [o.model_dump() for o in runs[0].outcomes]
+    assert read_exported(written[1]).outcomes is None
+    restored = restore_finished(tmp_path / "export", tmp_path / "sweep", warn=pytest.fail)
+    assert len(read_outcomes(restored[0] / TEST_OUTCOMES)) == 20
+    # a refreshed export whose run lost its records drops the stale file
+    runs[0].outcomes = None
+    export_runs(runs, tmp_path / "export", refresh=True)
+    assert not list((tmp_path / "export").glob(f"*{TEST_OUTCOMES}"))
+    # a damaged records file leaves its run out with one line, like any damaged run file
+    export_runs([_run("grpo", 0, {4: 0.5})], tmp_path / "export2")
+    (tmp_path / "export2" / f"grpo_seed0.{TEST_OUTCOMES}").write_text('{"id": "q"}\n')
+    found, left_out = read_runs(tmp_path / "export2")
+    assert found == [] and len(left_out) == 1 and "success: Field required" in left_out[0]
+
+
+def test_compare_refuses_a_bad_margin_in_one_line(tmp_path, capsys):
+    import runpy
+
+    from tiny_runs import ROOT
+
+    main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
+    for flag, value, why in (("--margin", "0", "margin 0 must be in (0, 100]"), ("--alpha", "0.7", "alpha 0.7"),
+                             ("--bootstrap", "5", "bootstrap resamples 5")):
+        with pytest.raises(SystemExit):
+            main([str(tmp_path), flag, value])
+        assert why in capsys.readouterr().err
+
+
+# Each committed report and the folders it is written from (docs/results/README.md); compare_long in the
+# default suite, the others slow (a few seconds each: 10,000 resamples per comparison and the PNG).
+COMMITTED = {"compare_long": ["compare_long"],
+             **{name: [name] for name in ("compare", "compare_build_e", "ablations_build_e", "compare_testbed_view",
+                                          "compare_long_seed1_old_split")},
+             "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"]}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "compare_long" else [pytest.mark.slow])
+                                  for n in COMMITTED])
+def test_committed_report_regenerates_byte_for_byte(name, tmp_path):
+    """docs/results/<name>/compare.md is what today's compare.py writes from the committed summaries."""
+    import runpy
+
+    from tiny_runs import ROOT
+
+    main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
+    results = ROOT / "docs" / "results"
+    assert main([*(str(results / f) for f in COMMITTED[name]), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "compare.md").read_text() == (results / name / "compare.md").read_text()
