@@ -127,7 +127,7 @@ def test_the_head_reads_each_boundary_and_learns_the_lambda_returns():
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(padded, features))
     values, logs = critic.values(policy, rollouts)
     assert [v.tolist() for v in values] == [[0.0, 0.0], [0.0, 0.0]]  # the last layer starts at 0
-    assert logs["extra_tokens"] == 0.0 and logs["critic_forward_tokens"] == 16.0
+    assert logs["extra_tokens"] == 0.0 and logs["critic_forward_tokens"] == 7 + 5  # each up to its S_T
     first = critic.fit()
     # targets with V = 0: rollout 0 acts from S_0, S_1 (answered): G = [(γλ)·1, 1] = [0.25, 1];
     # rollout 1 acts from S_0 only, R = 0: G = [0]. Loss = (0.0625 + 1 + 0)/3 = 0.354167

@@ -122,7 +122,7 @@ class TurnCritic(nn.Module):
             n = len(t.boundaries) if answered(t) else len(t.boundaries) - 1  # states the rollout acted from
             self._pending.append((f[:n], v[:n], float(t.reward)))
         logs = {"critic_forward_s": time.perf_counter() - t0, "extra_tokens": 0.0,
-                "critic_forward_tokens": float(sum(len(t.input_ids) for t in trajectories)),
+                "critic_forward_tokens": float(sum(t.boundaries[-1] for t in trajectories)),  # up to S_T each
                 "group_tokens": float(sum(t.num_policy_tokens for t in trajectories))}
         return values, logs
 
