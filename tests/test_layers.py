@@ -26,8 +26,9 @@ ALLOWED = {
     "evaluate": {"validation", "compose", "lit", "models", "agent", "env", "world"},
     "train": {"validation", "compose", "evaluate", "testbed", "lit", "judge", "models", "agent", "env", "world"},
     "fidelity": {"validation", "compose", "evaluate", "lit", "judge", "models", "agent", "env", "world"},
-    "comparison": {"comparison_runs"},
+    "comparison": {"comparison_runs", "comparison_stats"},
     "comparison_runs": set(),
+    "comparison_stats": set(),
 }
 
 
