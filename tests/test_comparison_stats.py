@@ -197,7 +197,7 @@ def test_compare_refuses_a_bad_margin_in_one_line(tmp_path, capsys):
 
     main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
     for flag, value, why in (("--margin", "0", "margin 0 must be in (0, 100]"), ("--alpha", "0.7", "alpha 0.7"),
-                             ("--bootstrap", "5", "bootstrap resamples 5")):
+                             ("--bootstrap", "5", "bootstrap resamples 5"), ("--bootstrap-seed", "-1", "seed -1")):
         with pytest.raises(SystemExit):
             main([str(tmp_path), flag, value])
         assert why in capsys.readouterr().err

@@ -62,6 +62,8 @@ class VerdictSettings:
             raise ValueError(f"alpha {self.alpha:g} must be in (0, 0.5)")
         if not 100 <= self.n_boot <= 1_000_000:
             raise ValueError(f"bootstrap resamples {self.n_boot} must be in [100, 1000000]")
+        if not 0 <= self.seed < 2**63:
+            raise ValueError(f"bootstrap seed {self.seed} must be in [0, 2^63)")
 
 
 # ------------------------------------------------------------------ statistics
