@@ -21,6 +21,7 @@ BAD = {
     "seed=abc": r"seed must be an integer, got 'abc'",
     "threads=0": r"threads must be auto or an integer >= 1, got 0",
     "threads=many": r"threads must be auto or an integer >= 1, got 'many'",
+    "data.test_batches_per_call=0": r"data\.test_batches_per_call must be an integer >= 1, got 0",
     "trainer.max_steps=-5": r"trainer\.max_steps must be an integer >= 1 \(or -1\), got -5",
     "trainer.precision=banana": r"trainer\.precision must be one of \[.*'bf16-mixed'.*\], got 'banana'",
     "credit=prover judge=openai": r"judge\.model must be set for judge=openai: set AGENTCREDIT_JUDGE_MODEL",

@@ -105,7 +105,7 @@ def test_val_and_test_are_fixed_and_held_out():
     dm = make()
     val = [q for b in dm.val_dataloader() for q in b]
     assert [q.id for q in val] == [q.id for b in dm.val_dataloader() for q in b]
-    assert len(val) == 5 and len([q for b in dm.test_dataloader() for q in b]) == 7
+    assert len(val) == 5 and len([q for b in dm.test_dataloader() for _, batch in b for q in batch]) == 7
     train_anchors = {q.anchor for q in dm.split_questions("train")}
     assert not train_anchors & {q.anchor for q in dm.split_questions("val") + dm.split_questions("test")}
     assert dm.corpus_documents == dm.world.documents
@@ -179,3 +179,14 @@ def test_lightning_resume_replays_the_uninterrupted_stream(tmp_path):
     trainer.save_checkpoint(tmp_path / "mid.ckpt")
     resumed, _ = _fit(tmp_path, 5, ckpt_path=str(tmp_path / "mid.ckpt"))
     assert first.seen + resumed.seen == full.seen
+
+
+def test_test_batches_keep_their_index_however_many_come_together(monkeypatch):
+    one = [b for b in make(test_batch_size=2, test_batches_per_call=1).test_dataloader()]
+    three = [b for b in make(test_batch_size=2, test_batches_per_call=3).test_dataloader()]
+    # 7 questions: batches of 2, 2, 2, 1, indexed 0..3, handed out one at a time or three at a time
+    assert [[(i, [q.id for q in qs]) for i, qs in b] for b in three] == \
+        [[(i, [q.id for q in qs]) for b in one for i, qs in b][:3], [(i, [q.id for q in qs]) for b in one for i, qs in b][3:]]
+    assert [i for b in one for i, _ in b] == [0, 1, 2, 3] and [len(qs) for b in one for _, qs in b] == [2, 2, 2, 1]
+    monkeypatch.setattr(dm_mod, "_rank_and_world_size", lambda: (1, 2))  # rank 1 of 2: questions 1, 3, 5 -> 2 + 1
+    assert [(i, len(qs)) for b in make(test_batch_size=2).test_dataloader() for i, qs in b] == [(0, 2), (1, 1)]

@@ -135,17 +135,43 @@ class RolloutWorker:
         self.stop = StopChecker(tok, STOP_STRINGS, chat.eos_ids)
 
     # ------------------------------------------------------------------ entry points
-    def rollout(self, questions: Sequence[Question], group_size: int) -> list[list[Trajectory]]:
-        """G rollouts for each question; returns one list of G trajectories per question."""
-        live = []
+    def rollout(self, questions: Sequence[Question], group_size: int,
+                generators: Sequence[torch.Generator] | None = None) -> list[list[Trajectory]]:
+        """G rollouts for each question; returns one list of G trajectories per question.
+
+        generators: one per question, the random stream its rollouts sample from (None: the worker's). The
+        questions of one stream sample what a call of only them with that generator samples, so several
+        batches, each with its own stream, run in one call with the outcomes of one call each (the held-out
+        test: a decode step costs little more with more rows)."""
+        if generators is not None and len(generators) != len(questions):
+            raise ValueError(f"{len(generators)} generators for {len(questions)} questions; give one per question")
+        if generators is not None and self.engine is not None:
+            return self._rollout_per_stream(questions, group_size, generators)
+        live, streams = [], []
         for qi, question in enumerate(questions):
             prompt = self.chat.prompt_ids(question.text)
             live.extend(self._start(question, prompt, qi) for _ in range(group_size))
-        finished = self._run(live)
+            streams.extend([generators[qi] if generators is not None else None] * group_size)
+        finished = self._run(live, streams)
         groups: list[list[Trajectory]] = [[] for _ in questions]
         for item in finished:
             groups[item.traj.group].append(item.traj)
         return groups
+
+    def _rollout_per_stream(self, questions, group_size: int, generators) -> list[list[Trajectory]]:
+        """An engine draws one seed per call from the worker's generator: one call per stream, as a worker
+        of each stream's own would make."""
+        own, out = self.generator, [None] * len(questions)
+        order = list(dict.fromkeys(id(g) for g in generators))  # streams in the order their questions come
+        try:
+            for stream in order:
+                index = [i for i, g in enumerate(generators) if id(g) == stream]
+                self.generator = generators[index[0]]
+                for i, groups in zip(index, self.rollout([questions[i] for i in index], group_size)):
+                    out[i] = groups
+        finally:
+            self.generator = own
+        return out
 
     def continue_from(self, trajectory: Trajectory, boundary: int, question: Question, n: int) -> list[Trajectory]:
         """n fresh continuations of `trajectory` from its state S_boundary (environment restored, prefix kept)."""
@@ -232,18 +258,19 @@ class RolloutWorker:
         return item.traj
 
     # ------------------------------------------------------------------ the loop
-    def _run(self, live: list[_Live]) -> list[_Live]:
+    def _run(self, live: list[_Live], streams: Sequence[torch.Generator | None] | None = None) -> list[_Live]:
         on_cpu = self.engine is None and (self.model is None or next(self.model.parameters()).device.type == "cpu")
         with intra_op_threads(self.cfg.threads if on_cpu else None):
-            return self._run_all(live)
+            return self._run_all(live, streams or [None] * len(live))
 
-    def _run_all(self, live: list[_Live]) -> list[_Live]:
+    def _run_all(self, live: list[_Live], streams: Sequence[torch.Generator | None]) -> list[_Live]:
         finished: list[_Live] = []
         sampler = self._sampler()
-        for item in live:
+        for item, stream in zip(live, streams):
             max_new = self._open_turn(item)
             if max_new:
-                sampler.add(item, item.traj.input_ids, max_new)
+                # an engine's sampler takes no generator; rollout gives an engine one stream per call
+                sampler.add(item, item.traj.input_ids, max_new, **({"generator": stream} if stream is not None else {}))
             else:
                 finished.append(item)
         while sampler.live:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Hashable, Sequence
 
 import torch
 
@@ -79,7 +79,24 @@ class StopChecker:
         return None
 
 
-def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def stream_uniforms(generators: Sequence[torch.Generator | None], device, dtype=torch.float32) -> torch.Tensor:
+    """(B, 1) uniform numbers, row i's from generators[i]. The rows of one generator draw together, in row
+    order, exactly what a batch of only those rows draws (one generator for every row is torch.rand(B, 1)),
+    so batches with their own streams sampled in one call draw what each would draw alone."""
+    first = generators[0]
+    if all(g is first for g in generators):
+        return torch.rand(len(generators), 1, generator=first, device=device, dtype=dtype)
+    rows: dict[int, list[int]] = {}
+    for i, g in enumerate(generators):
+        rows.setdefault(id(g), []).append(i)
+    u = torch.empty(len(generators), 1, device=device, dtype=dtype)
+    for index in rows.values():
+        u[index] = torch.rand(len(index), 1, generator=generators[index[0]], device=device, dtype=dtype)
+    return u
+
+
+def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None,
+                       uniforms: torch.Tensor | None = None) -> torch.Tensor:
     """One draw per row from unnormalised non-negative `probs` (B, V) -> (B,), by inverting the CDF.
 
     Exact like torch.multinomial but one uniform number per row instead of work per vocabulary
@@ -87,16 +104,20 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -
     multinomial was a sixth of a decode step. u is scaled by each row's own total, so float error
     in the cumulative sum cannot run past the last token, and a zero-probability token is never
     picked: its cumulative value equals its predecessor's, and the first index whose value exceeds
-    u is taken (u stays strictly below the total even where rand * total would round up to it)."""
+    u is taken (u stays strictly below the total even where rand * total would round up to it).
+    uniforms: (B, 1) numbers in [0, 1) already drawn (stream_uniforms); None draws them from `generator`."""
     cdf = probs.cumsum(dim=-1)  # (B, V)
     total = cdf[:, -1:]
-    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cdf.dtype) * total
+    if uniforms is None:
+        uniforms = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cdf.dtype)
+    u = uniforms * total
     u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cdf, u, right=True).squeeze(-1)
 
 
-def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator | None) -> torch.Tensor:
-    """Nucleus sampling from already temperature-scaled logits. (B, V) -> (B,)"""
+def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator | None,
+                 uniforms: torch.Tensor | None = None) -> torch.Tensor:
+    """Nucleus sampling from already temperature-scaled logits. (B, V) -> (B,); uniforms as sample_categorical's."""
     probs = torch.softmax(logits, dim=-1)
     if top_p < 1.0:
         sorted_probs, order = probs.sort(dim=-1, descending=True)
@@ -104,9 +125,9 @@ def sample_top_p(logits: torch.Tensor, top_p: float, generator: torch.Generator 
         # Keep the smallest prefix whose mass reaches top_p (the top token is always kept).
         drop = cumulative - sorted_probs >= top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-        choice = sample_categorical(sorted_probs, generator)  # (B,)
+        choice = sample_categorical(sorted_probs, generator, uniforms)  # (B,)
         return order.gather(-1, choice[:, None]).squeeze(-1)
-    return sample_categorical(probs, generator)
+    return sample_categorical(probs, generator, uniforms)
 
 
 def cache_kwarg(model) -> str:
@@ -152,13 +173,14 @@ class _Row:
     generated: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     decoding: bool = False  # inside a turn: its last sampled token is fed at the next step
+    generator: torch.Generator | None = None  # the row's own random stream (None: the sampler's)
 
 
 class TurnSampler:
     """Samples turns for many rows at once; the caller runs tools between a row's turns.
 
         sampler = TurnSampler(model, ...)
-        sampler.add(key, sequence, max_new)          # every row, before the first step
+        sampler.add(key, sequence, max_new)          # every row, before the first step (generator=: its own stream)
         while sampler.live:
             for key, turn in sampler.step():         # the turns that ended at this step
                 sampler.next_turn(key, longer_sequence, max_new)  # or sampler.release(key)
@@ -188,10 +210,10 @@ class TurnSampler:
     def live(self) -> bool:
         return bool(self.rows)
 
-    def add(self, key: Hashable, sequence: list[int], max_new: int) -> None:
+    def add(self, key: Hashable, sequence: list[int], max_new: int, generator: torch.Generator | None = None) -> None:
         if self.cache is not None:
             raise RuntimeError("add every row before the first step")
-        row = _Row(key, slot=len(self.slots))
+        row = _Row(key, slot=len(self.slots), generator=generator if generator is not None else self.generator)
         self.rows[key] = row
         self.next_turn(key, sequence, max_new)
         same = None
@@ -258,7 +280,11 @@ class TurnSampler:
         scaled = logits.float()  # (B, V)
         if self.temperature != 1.0:  # x / 1.0 is x: the division is skipped, not changed
             scaled = scaled / max(self.temperature, 1e-5)
-        tokens = scaled.argmax(-1) if self.temperature <= 0 else sample_top_p(scaled, self.top_p, self.generator)
+        if self.temperature <= 0:
+            tokens = scaled.argmax(-1)
+        else:  # one number per row from the row's own stream (stream_uniforms)
+            uniforms = stream_uniforms([r.generator for r in ready], self.device, scaled.dtype)
+            tokens = sample_top_p(scaled, self.top_p, self.generator, uniforms)
         token_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
 
         ended: list[tuple[Hashable, SampledTurn]] = []

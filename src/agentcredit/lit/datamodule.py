@@ -5,7 +5,9 @@
 - train: an endless stream, reshuffled every pass with a seed derived from (seed, pass), so the
   stream is a pure function of the run seed. Its position is part of `state_dict()`; a resumed run
   continues the same stream at the first batch the interrupted run had not trained on.
-- val / test: the first `n_val` / `n_test` questions of their splits, in a fixed order.
+- val / test: the first `n_val` / `n_test` questions of their splits, in a fixed order. A test batch is
+  `test_batches_per_call` pairs (index, questions) of `test_batch_size` questions: each index names the
+  sampling stream its questions draw from, so how many are rolled out together changes speed, not outcomes.
 Batches are `list[Question]` of `prompts_per_step` questions. Under DDP each rank takes every
 world_size-th question of the same stream, so ranks never see the same question in one step.
 
@@ -105,11 +107,26 @@ class FixedQuestions(IterableDataset):
         return iter(self.questions[rank::world_size])
 
 
+class IndexedBatches(IterableDataset):
+    """This rank's share of a fixed list (every world_size-th question) cut into batches of `size`, each
+    yielded as (its index among this rank's batches, its questions)."""
+
+    def __init__(self, questions: Sequence[Question], size: int):
+        self.questions, self.size = tuple(questions), size
+
+    def __iter__(self) -> Iterator[tuple[int, list[Question]]]:
+        rank, world_size = _rank_and_world_size()
+        mine = self.questions[rank::world_size]
+        for index, start in enumerate(range(0, len(mine), self.size)):
+            yield index, list(mine[start : start + self.size])
+
+
 class QuestionDataModule(L.LightningDataModule):
     def __init__(self, world: Mapping[str, Any] | WorldConfig | None = None, prompts_per_step: int = 4,
                  n_val: int = 64, n_test: int = 200, val_fraction: float = 0.2, test_fraction: float = 0.2,
                  seed: int = 0, split_seed: int = 0, corpus_path: str | None = None,
-                 questions_path: str | None = None, use_cache: bool = True, test_batch_size: int | None = None):
+                 questions_path: str | None = None, use_cache: bool = True, test_batch_size: int | None = None,
+                 test_batches_per_call: int = 1):
         super().__init__()
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
@@ -120,6 +137,7 @@ class QuestionDataModule(L.LightningDataModule):
         self.n_val, self.n_test = n_val, n_test
         # The held-out evaluation rolls out one answer per question: wider batches than training's P.
         self.test_batch_size = test_batch_size or prompts_per_step
+        self.test_batches_per_call = test_batches_per_call
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         # The run seed shuffles the train stream; the split has its own seed so that every run seed
         # holds out the same questions, the ones the base policy never trained on.
@@ -180,7 +198,8 @@ class QuestionDataModule(L.LightningDataModule):
         return DataLoader(FixedQuestions(self.splits["val"][: self.n_val]), batch_size=self.prompts_per_step, collate_fn=list)
 
     def test_dataloader(self) -> DataLoader:
-        return DataLoader(FixedQuestions(self.splits["test"][: self.n_test]), batch_size=self.test_batch_size, collate_fn=list)
+        batches = IndexedBatches(self.splits["test"][: self.n_test], self.test_batch_size)
+        return DataLoader(batches, batch_size=self.test_batches_per_call, collate_fn=list)
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         # Lightning fetches one batch ahead; the batch reaching this hook is the one being trained

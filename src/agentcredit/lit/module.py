@@ -123,11 +123,13 @@ class AgentRLModule(L.LightningModule):
     # ------------------------------------------------------------------ rollouts
     def _worker(self, temperature: float, stream: int) -> RolloutWorker:
         cfg = RolloutConfig(**{**vars(self.rollout_cfg), "temperature": temperature})
+        return RolloutWorker(self.policy, self.chat, self.env_factory, self.reward_fn, cfg, self._generator(stream),
+                             engine=self._rollout_engine())
+
+    def _generator(self, stream: int) -> torch.Generator:
         # Sampling randomness is a function of (seed, step, rank): resumed runs sample what uninterrupted ones do.
         seed = hash((self.settings.seed, stream, self.global_step, self.global_rank)) % (2**63)
-        generator = torch.Generator(device=self.device).manual_seed(seed)
-        return RolloutWorker(self.policy, self.chat, self.env_factory, self.reward_fn, cfg, generator,
-                             engine=self._rollout_engine())
+        return torch.Generator(device=self.device).manual_seed(seed)
 
     def _rollout_engine(self):
         """The colocated engine holding the current weights (None for rollout.engine=hf). Built lazily,
@@ -447,10 +449,10 @@ class AgentRLModule(L.LightningModule):
     def validation_step(self, questions, batch_idx):
         self._evaluate(questions, stream=1 + batch_idx)
 
-    def _evaluate(self, questions, stream: int):
+    def _evaluate(self, questions, stream: int, generators: list | None = None):
         worker = self._worker(self.settings.val_temperature, stream=stream)
         with torch.no_grad(), FullWeights(self.policy):
-            groups = worker.rollout(questions, 1)
+            groups = worker.rollout(questions, 1, generators)
         for trajs in groups:
             t = trajs[0]
             self._val_outcomes.append({
@@ -483,9 +485,13 @@ class AgentRLModule(L.LightningModule):
         if self._log_outcomes("val"):
             self._write_samples()
 
-    def test_step(self, questions, batch_idx):
-        """Held-out evaluation after training (``final_test``): one rollout per test question."""
-        self._evaluate(questions, stream=TEST_STREAM + batch_idx)
+    def test_step(self, batches, batch_idx):
+        """Held-out evaluation after training (``final_test``): one rollout per test question. `batches` are
+        (index, questions) pairs (datamodule's IndexedBatches), rolled out in one call, each batch from its own
+        stream TEST_STREAM + index: the outcomes of one call per batch (data.test_batches_per_call)."""
+        questions = [q for _, batch in batches for q in batch]
+        streams = [stream for index, batch in batches for stream in [self._generator(TEST_STREAM + index)] * len(batch)]
+        self._evaluate(questions, stream=TEST_STREAM + batches[0][0], generators=streams)
 
     def on_test_epoch_end(self):
         self._log_outcomes("test", count_as="n")

@@ -89,7 +89,9 @@ def training_memory_problem(data: Mapping, rollout: Mapping, model: Mapping, tra
         k = credit["num_continuations"]
         candidates.append((f"credit.num_continuations={k} (x 2 states)", 2 * k))
     if _int(data.get("test_batch_size")):
-        candidates.append((f"data.test_batch_size={data['test_batch_size']}", data["test_batch_size"]))
+        together = _int(data.get("test_batches_per_call")) or 1
+        knob = f"data.test_batch_size={data['test_batch_size']}" + (f" x data.test_batches_per_call={together}" if together > 1 else "")
+        candidates.append((knob, data["test_batch_size"] * together))
     for knob, rows in candidates:
         problem = rows_problem(knob, rows, model, rollout, limit)
         if problem:
