@@ -46,6 +46,12 @@ COMMANDS = {
     # Running experiments
     "python train.py credit=trace credit.K=3": (FAST, TINY),
     "python train.py +final_test=false": (FAST, TINY),  # Step time: make train without its held-out test
+    # Performance, the newer credit methods' cost: 30-step runs on the long preset (an hour each here)
+    "python train.py credit=<name> data=testbed_long threads=1 trainer.max_steps=30 +final_test=false": (
+        "not run", "a template (<name> is each method); each method trains in tests/test_train_methods.py"),
+    # Methods, Monte Carlo value credit's cost run
+    "python train.py arm=mc_value_m2_mixed data=testbed_long +threads=1": (
+        "test", "tests/test_train_methods.py::test_mc_value_trains_and_logs_its_continuation_cost"),
     "python train.py credit=prover judge=heuristic": ("test", "tests/test_train_methods.py::test_prover_trains_with_the_heuristic_judge"),
     "python train.py -m credit=grpo,trace credit.K=1,3": (SLOW, SWEEP_SHRINK),
     "python train.py -m experiment=trace_k_sweep": (SLOW, SWEEP_SHRINK),
