@@ -69,7 +69,7 @@ def _counts(indices: np.ndarray, n: int) -> np.ndarray:
 def bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     """(n_boot,) bootstrap replicates of the mean of `values` (S, Q). ``numpy.random.default_rng(seed)``
     draws, per block of up to BLOCK replicates, the block's seed indices (block, S) and then its question
-    indices (block, Q), with replacement; replicate b is values[seeds_b][:, questions_b].mean(), computed
+    indices (block, Q), with replacement; replicate b is ``values[seeds_b][:, questions_b].mean()``, computed
     from the draw counts: seed counts (S,) · values · question counts (Q,) / (S · Q)."""
     values = np.asarray(values, dtype=float)
     n_seeds, n_questions = values.shape
