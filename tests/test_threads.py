@@ -42,40 +42,35 @@ class Stop(Exception):
     pass
 
 
+@pytest.fixture
+def threads_at_model_load(monkeypatch):
+    """The torch thread count when the run starts loading its model (which stops it, with Stop); torch's
+    own count is put back afterwards."""
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise Stop
+
+    monkeypatch.setattr("agentcredit.compose.build_components", record)
+    before = torch.get_num_threads()
+    yield seen
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("overrides,expected", [([], 1), (["threads=2"], 2)])
-def test_a_run_sets_its_threads_before_any_model_loads(tmp_path, monkeypatch, overrides, expected):
+def test_a_run_sets_its_threads_before_any_model_loads(tmp_path, threads_at_model_load, overrides, expected):
     from agentcredit.train import run
 
-    seen = []
-
-    def record(*args, **kwargs):
-        seen.append(torch.get_num_threads())
-        raise Stop
-
-    monkeypatch.setattr("agentcredit.compose.build_components", record)
-    before = torch.get_num_threads()
     torch.set_num_threads(3)  # something other than what either case sets
-    try:
-        with pytest.raises(Stop):
-            run(tiny_config(tmp_path, *overrides))
-    finally:
-        torch.set_num_threads(before)
-    assert seen == [expected]
+    with pytest.raises(Stop):
+        run(tiny_config(tmp_path, *overrides))
+    assert threads_at_model_load == [expected]
 
 
-def test_plus_threads_on_the_command_line_runs(tmp_path, monkeypatch):
+def test_plus_threads_on_the_command_line_runs(tmp_path, threads_at_model_load):
     """`python train.py +threads=N ...` as the README's and older experiments' commands write it."""
-    seen = []
-
-    def record(*args, **kwargs):
-        seen.append(torch.get_num_threads())
-        raise Stop
-
-    monkeypatch.setattr("agentcredit.compose.build_components", record)
-    before = torch.get_num_threads()
-    try:  # run_job turns the Stop into an exit with a traceback, after the threads were set
-        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            hydra_cli("+threads=2", "trainer.max_steps=2", f"hydra.run.dir={tmp_path}/run")
-    finally:
-        torch.set_num_threads(before)
-    assert seen == [2]
+    # run_job turns the Stop into an exit with a traceback, after the threads were set
+    with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        hydra_cli("+threads=2", "trainer.max_steps=2", f"hydra.run.dir={tmp_path}/run")
+    assert threads_at_model_load == [2]
