@@ -5,9 +5,9 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-import agentcredit.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
-from agentcredit.configs import current_overrides, register_config_nodes
-from agentcredit.secret_check import refuse_secrets
+import agentcredit.run.sweep  # noqa: F401  (registers the resolver that names sweep job folders)
+from agentcredit.common.configs import current_overrides, register_config_nodes
+from agentcredit.checks.secret_check import refuse_secrets
 
 
 CONFIG_PATH, CONFIG_NAME = "src/agentcredit/conf", "config"
@@ -15,7 +15,7 @@ CONFIG_PATH, CONFIG_NAME = "src/agentcredit/conf", "config"
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name=CONFIG_NAME)
 def main(cfg: DictConfig) -> float:
-    from agentcredit.train import run_job
+    from agentcredit.run.train import run_job
 
     return run_job(cfg)
 
@@ -26,7 +26,7 @@ def refuse_a_run_folder_in_use(argv: list[str]) -> None:
     its own command before being refused: refuse it here, before Hydra writes. A sweep's jobs each take
     their own folder's lock; a dated default folder cannot be held by another run."""
     from agentcredit.lit.run_lock import folder_in_use
-    from agentcredit.secret_check import composed_configs
+    from agentcredit.checks.secret_check import composed_configs
 
     for where, cfg in composed_configs(argv, __file__, CONFIG_PATH, CONFIG_NAME):
         run_dir = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=False) if where == "the config" else None

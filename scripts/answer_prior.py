@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from agentcredit.configs import compose_config
+from agentcredit.common.configs import compose_config
 from agentcredit.lit.datamodule import QuestionDataModule
 from agentcredit.testbed.answer_prior import answer_prior, asked_for
 

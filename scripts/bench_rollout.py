@@ -36,8 +36,8 @@ from collections import Counter
 
 import torch
 
-from agentcredit.compose import build_components
-from agentcredit.configs import compose_config
+from agentcredit.run.compose import build_components
+from agentcredit.common.configs import compose_config
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.sampling import TurnSampler

@@ -33,11 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    from agentcredit.compose import build_components
-    from agentcredit.configs import compose_config
-    from agentcredit.paths import cache_dir
+    from agentcredit.run.compose import build_components
+    from agentcredit.common.configs import compose_config
+    from agentcredit.common.paths import cache_dir
     from agentcredit.testbed.base_policy import base_policy_key, build_base_policy, save_base_policy
-    from agentcredit.validation import ConfigError, prepare_config
+    from agentcredit.checks.validation import ConfigError, prepare_config
 
     try:
         cfg = prepare_config(compose_config(args.overrides))
@@ -74,7 +74,7 @@ def shipped_folder(overrides: list[str]):
 def evaluate_base_policy(cfg, components, n: int = 200, split: str = "val", temperature: float = 1.0, seed: int = 0) -> dict:
     """The figures info.json records: `evaluate.summarise` of one rollout per question, the answer prior and
     the oracle's searches (`testbed.report.synthetic_world_figures`) and TRACE's readiness."""
-    from agentcredit.evaluate import rollout_questions, summarise
+    from agentcredit.run.evaluate import rollout_questions, summarise
     from agentcredit.testbed.readiness import readiness
     from agentcredit.testbed.report import reference_scores, synthetic_world_figures
 

@@ -14,7 +14,7 @@ the markdown. --export must be a new or empty folder, or one of the folders read
 refreshed in place: its older files not written again are removed). A run with a damaged file is left out
 with one line. The reference is budget-matched GRPO where the runs hold it, else GRPO (--reference); the
 statistics (a bootstrap over seeds and, where runs kept test_outcomes.jsonl, questions; Holm; TOST with the
-margin --margin) are agentcredit/comparison_stats.py's. See agentcredit/comparison.py for each column.
+margin --margin) are agentcredit/analysis/comparison_stats.py's. See agentcredit/analysis/comparison.py for each column.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentcredit.comparison import VerdictSettings, export_runs, markdown_report, plot_learning_curves, read_runs
+from agentcredit.analysis.comparison import VerdictSettings, export_runs, markdown_report, plot_learning_curves, read_runs
 from agentcredit.records import atomic_write_text, check_output_path
 
 

@@ -31,10 +31,10 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
-from agentcredit.configs import register_config_nodes
-from agentcredit.paths import config_dir
-from agentcredit.secret_check import refuse_secrets
+import agentcredit.run.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
+from agentcredit.common.configs import register_config_nodes
+from agentcredit.common.paths import config_dir
+from agentcredit.checks.secret_check import refuse_secrets
 
 
 def short_line(summary: dict) -> dict:
@@ -54,12 +54,12 @@ def short_line(summary: dict) -> dict:
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from agentcredit.configs import ConfigError
+    from agentcredit.common.configs import ConfigError
     from agentcredit.fidelity import adding
     from agentcredit.fidelity.run import check_outputs, export, fidelity_config, measure, write_reports
     from agentcredit.fidelity.summary import read_config, read_records
     from agentcredit.records import RecordError
-    from agentcredit.train import exit_on_one_line_error, load_env_file
+    from agentcredit.run.train import exit_on_one_line_error, load_env_file
     from agentcredit.world.user import UserDataError
 
     load_env_file()

@@ -8,7 +8,7 @@
 
 The keys split, n, temperature, eval_seed, batch_size and oracle_queries are conf/eval.yaml's; every
 other key is the training config's. Prints the model, accuracy (`success`, `per_template`), format
-validity, well-formed turns, tool-call counts and the rollout diagnostics (`agentcredit.evaluate`),
+validity, well-formed turns, tool-call counts and the rollout diagnostics (`agentcredit.run.evaluate`),
 on synthetic questions the answer prior of the same questions, with oracle_queries=true the oracle's
 searches issued (`agentcredit.testbed.report`), and the base policy's record when the policy starts
 from one, as one JSON line on stdout; writes `trajectories.jsonl` (`Trajectory.summary()` plus the
@@ -24,21 +24,21 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-import agentcredit.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
-from agentcredit.configs import register_config_nodes
-from agentcredit.paths import config_dir
+import agentcredit.run.sweep  # noqa: F401  (the job_dirname resolver named in conf/config.yaml)
+from agentcredit.common.configs import register_config_nodes
+from agentcredit.common.paths import config_dir
 from agentcredit.records import check_output_path
-from agentcredit.secret_check import refuse_secrets
+from agentcredit.checks.secret_check import refuse_secrets
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="eval")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from agentcredit.compose import build_components
-    from agentcredit.evaluate import evaluate_policy, evaluation_config, result_line, write_trajectories
+    from agentcredit.run.compose import build_components
+    from agentcredit.run.evaluate import evaluate_policy, evaluation_config, result_line, write_trajectories
     from agentcredit.testbed.report import synthetic_world_figures
-    from agentcredit.train import exit_on_one_line_error, load_env_file
+    from agentcredit.run.train import exit_on_one_line_error, load_env_file
 
     load_env_file()
     hydra_cfg = HydraConfig.get()

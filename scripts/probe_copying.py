@@ -20,7 +20,7 @@ import time
 import torch
 
 from agentcredit.testbed.warmstart import WarmStartConfig, sft_optimizer, sft_step
-from agentcredit.configs import compose_config
+from agentcredit.common.configs import compose_config
 from agentcredit.testbed.copy_task import FIRST_ID, PAD_ID, copy_accuracy, copy_batch
 from agentcredit.models.tiny import build_tiny_model
 

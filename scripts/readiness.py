@@ -14,9 +14,9 @@ import json
 import sys
 import time
 
-from agentcredit.compose import build_components
-from agentcredit.configs import compose_config
-from agentcredit.evaluate import rollout_questions
+from agentcredit.run.compose import build_components
+from agentcredit.common.configs import compose_config
+from agentcredit.run.evaluate import rollout_questions
 from agentcredit.testbed.readiness import readiness
 from agentcredit.testbed.report import reference_scores
 

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentcredit.comparison_runs import restore_finished
+from agentcredit.analysis.comparison_runs import restore_finished
 from agentcredit.records import check_output_path
 
 

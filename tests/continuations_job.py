@@ -22,10 +22,10 @@ from agentcredit.agent.engines.vllm_engine import VLLMEngine
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.agent.sampling import TurnSampler
 from agentcredit.agent.trajectory import pad_batch
-from agentcredit.configs import compose_config
+from agentcredit.common.configs import compose_config
 from agentcredit.lit.logprobs import token_logprobs
 from agentcredit.lit.module import AgentRLModule
-from agentcredit.train import run
+from agentcredit.run.train import run
 
 # The shipped base policy's own settings with only the RL sizes shrunk, so its key still matches.
 SHIPPED_SHRINK = ["trainer.max_steps=1", "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "data.n_val=2",

@@ -13,15 +13,15 @@ from pathlib import Path
 from torch.distributed.tensor import DTensor
 
 from agentcredit.lit.module import AgentRLModule
-from agentcredit.train import run
+from agentcredit.run.train import run
 from test_credit_critic import ParityReward
 from tiny_runs import tiny_config
 
 
 def main(out: str, overrides: list[str]) -> None:
-    import agentcredit.compose
+    import agentcredit.run.compose
 
-    agentcredit.compose.make_reward_fn = lambda env_cfg: ParityReward()
+    agentcredit.run.compose.make_reward_fn = lambda env_cfg: ParityReward()
 
     def on_train_end(self):
         head = {k: v.flatten().tolist() for k, v in self.critic.state_dict().items()}

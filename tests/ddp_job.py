@@ -14,7 +14,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from agentcredit.lit.module import AgentRLModule
-from agentcredit.train import run
+from agentcredit.run.train import run
 from tiny_runs import ensure_signal_credit, tiny_config
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.evaluate import answer_kind_match
+from agentcredit.run.evaluate import answer_kind_match
 from agentcredit.testbed.answer_prior import answer_prior, asked_for
 from agentcredit.world.types import Question
 

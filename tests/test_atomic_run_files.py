@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentcredit.checkpoint_file import read_checkpoint
+from agentcredit.common.checkpoint_file import read_checkpoint
 from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
 from agentcredit.lit.loggers import AppendingWriter
 from agentcredit.lit.module import AgentRLModule
@@ -242,7 +242,7 @@ def test_a_full_disk_ends_the_run_in_one_line_and_keeps_the_last_good_checkpoint
 
 def test_a_sweep_job_failing_on_a_full_disk_is_reported_without_its_error_txt(tmp_path):
     """Before: writing error.txt on the full disk raised again, inside the handler, and ended the whole sweep."""
-    from agentcredit.train import record_failure
+    from agentcredit.run.train import record_failure
 
     failure = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "metrics.csv"))
     with failing_writes(lambda path: tmp_path in path.parents, fault="full"):

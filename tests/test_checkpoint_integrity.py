@@ -10,7 +10,7 @@ import logging
 import pytest
 import torch
 
-from agentcredit.checkpoint_file import INTEGRITY_KEY, CheckpointError, checkpoint_digest, read_checkpoint
+from agentcredit.common.checkpoint_file import INTEGRITY_KEY, CheckpointError, checkpoint_digest, read_checkpoint
 from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
 from tiny_runs import SIGNAL, hydra_cli, train_tiny
 
@@ -116,7 +116,7 @@ def test_a_checkpoint_from_before_digests_loads_with_one_warning(run_dir, tmp_pa
     checkpoint = load(run_dir / "checkpoints" / "last.ckpt")
     del checkpoint[INTEGRITY_KEY]
     torch.save(checkpoint, tmp_path / "old.ckpt")
-    with caplog.at_level(logging.WARNING, logger="agentcredit.checkpoint_file"):
+    with caplog.at_level(logging.WARNING, logger="agentcredit.common.checkpoint_file"):
         assert read_checkpoint(tmp_path / "old.ckpt", weights_only=False)["global_step"] == 2
     assert [r.getMessage() for r in caplog.records] == [
         f"{tmp_path / 'old.ckpt'} carries no integrity digest (written before digests existed); loading it unchecked"]
@@ -203,6 +203,6 @@ def test_resuming_from_a_checkpoint_that_does_not_fit_is_one_line(run_dir, tmp_p
     ({"w": torch.zeros(2, 3), "v": torch.zeros(1)}, "it holds 1 tensor(s) the configured model has not, e.g. v"),
 ])
 def test_state_dict_problem(state, problem):
-    from agentcredit.checkpoint_file import state_dict_problem
+    from agentcredit.common.checkpoint_file import state_dict_problem
 
     assert state_dict_problem({"w": torch.zeros(2, 3)}, state) == problem

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agentcredit.comparison import Run, markdown_report, mean_ci, paired, read_runs, run_metrics
+from agentcredit.analysis.comparison import Run, markdown_report, mean_ci, paired, read_runs, run_metrics
 from tiny_runs import ROOT, TINY, cli, hydra_cli
 
 
@@ -166,7 +166,7 @@ def test_no_finished_run_is_one_line(tmp_path, capsys):
 
 
 def test_detectable_difference_by_hand():
-    from agentcredit.comparison import detectable_difference
+    from agentcredit.analysis.comparison import detectable_difference
 
     # 5 seeds, paired sd 2 points: (t_0.975 + t_0.80 at 4 df) · 2 / √5 = (2.776445 + 0.940965) · 2 / √5 = 3.324950
     assert detectable_difference(2.0, 5) == pytest.approx(3.324950, abs=1e-5)

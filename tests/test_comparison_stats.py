@@ -4,7 +4,7 @@ outcome records, and a report from runs that kept them (bootstrap over seeds and
 import numpy as np
 import pytest
 
-from agentcredit.comparison import (
+from agentcredit.analysis.comparison import (
     Run,
     VerdictSettings,
     export_runs,
@@ -14,7 +14,7 @@ from agentcredit.comparison import (
     restore_finished,
     verdicts,
 )
-from agentcredit.comparison_stats import (
+from agentcredit.analysis.comparison_stats import (
     bootstrap_means,
     holm,
     paired_t_p,

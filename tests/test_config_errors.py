@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 from tiny_runs import ROOT, hydra_cli, tiny_config
 
 # override(s) -> the start of the one-line message (a regex). The first nine are the issue's; the
@@ -105,9 +105,9 @@ def no_judge_env(monkeypatch):
 
 @pytest.mark.parametrize("overrides", BAD)
 def test_bad_value_is_one_line_naming_the_key_before_anything_loads(tmp_path, monkeypatch, no_judge_env, overrides):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError) as err:
         run(tiny_config(tmp_path, *overrides.split()))
     message = str(err.value)
@@ -118,7 +118,7 @@ def test_bad_value_is_one_line_naming_the_key_before_anything_loads(tmp_path, mo
 @pytest.mark.parametrize("overrides", list(BAD)[:9])
 def test_the_issues_bad_values_exit_2_with_one_line_on_the_command_line(tmp_path, monkeypatch, capsys, no_judge_env,
                                                                           overrides):
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
         hydra_cli(*overrides.split(), "trainer.max_steps=2" if "max_steps" not in overrides else "seed=0",
                   f"hydra.run.dir={tmp_path}/run")
@@ -153,9 +153,9 @@ VLLM_BAD = {
 @pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="rollout.engine=vllm needs vLLM")
 @pytest.mark.parametrize("override", VLLM_BAD)
 def test_bad_vllm_setting_is_one_line_before_anything_loads(tmp_path, monkeypatch, override):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError) as err:
         run(tiny_config(tmp_path, "rollout.engine=vllm", override))
     assert "\n" not in str(err.value) and __import__("re").match(VLLM_BAD[override], str(err.value)), str(err.value)
@@ -180,8 +180,8 @@ def test_fsdp_with_a_model_without_decoder_layers_is_one_line_before_weights_loa
                                                                                     refused):
     import json
 
-    from agentcredit.config_checks import ValueProblem, check_fsdp_model
-    from agentcredit.train import run
+    from agentcredit.checks.config_checks import ValueProblem, check_fsdp_model
+    from agentcredit.run.train import run
 
     model_dir = tmp_path / model_type
     model_dir.mkdir()
@@ -194,6 +194,6 @@ def test_fsdp_with_a_model_without_decoder_layers_is_one_line_before_weights_loa
     with pytest.raises(ValueProblem, match=r"model_type gpt2\) has no \*DecoderLayer modules; use trainer=ddp"):
         check_fsdp_model(fsdp, model)
     check_fsdp_model({"strategy": "ddp"}, model)  # ddp needs no decoder layers
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError, match=r"^trainer=fsdp shards one unit per decoder layer, and model\.name_or_path="):
         run(tiny_config(tmp_path, "trainer=fsdp", "model=hf", f"model.name_or_path={model_dir}"))

@@ -11,10 +11,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from agentcredit.compose import build_components
-from agentcredit.configs import register_config_nodes
-from agentcredit.paths import config_dir
-from agentcredit.validation import ConfigError, knob_owners, prepare_config
+from agentcredit.run.compose import build_components
+from agentcredit.common.configs import register_config_nodes
+from agentcredit.common.paths import config_dir
+from agentcredit.checks.validation import ConfigError, knob_owners, prepare_config
 from tiny_runs import cli, tiny_config
 
 CONF_DIR = config_dir()
@@ -28,7 +28,7 @@ def options(group: str) -> list[str]:
 
 def instantiate(cfg):
     """Everything `train.run` builds before `fit`."""
-    from agentcredit.compose import build_module, build_trainer
+    from agentcredit.run.compose import build_module, build_trainer
 
     cfg = prepare_config(cfg)
     components = build_components(cfg)
@@ -89,7 +89,7 @@ def test_every_file_starts_with_a_comment():
 
 
 def test_model_configs_other_than_tiny_validate_without_loading(tmp_path, monkeypatch):
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     for overrides in (["model=smollm2_135m"], ["model=hf", "model.name_or_path=Qwen/Qwen3-0.6B"]):
         assert prepare_config(tiny_config(tmp_path, *overrides)).model.kind == overrides[0].split("=")[1]
 
@@ -105,7 +105,7 @@ def test_cpu_and_ddp_trainers_instantiate(tmp_path):
 def test_fsdp_strategy_is_fsdp2_with_its_settings(tmp_path):
     import torch
 
-    from agentcredit.compose import build_strategy
+    from agentcredit.run.compose import build_strategy
     from agentcredit.lit.fsdp2 import FSDP2Strategy
 
     cfg = prepare_config(tiny_config(tmp_path, "trainer=fsdp", "trainer.strategy.param_dtype=bfloat16",
@@ -176,7 +176,7 @@ def test_sweepable_file_lists_exactly_the_registered_knobs():
 def test_headline_sweep_grpo_ignores_K_with_one_warning_trace_uses_it(tmp_path, caplog):
     for credit, K in itertools.product(["grpo", "trace"], [0, 1, 3, 5]):
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="agentcredit.validation"):
+        with caplog.at_level(logging.WARNING, logger="agentcredit.checks.validation"):
             cfg = prepare_config(tiny_config(tmp_path, f"credit={credit}", f"credit.K={K}"))
         warnings = [r.getMessage() for r in caplog.records]
         if credit == "grpo":
@@ -206,9 +206,9 @@ BAD_VALUES = {
 
 @pytest.mark.parametrize("override", BAD_VALUES)
 def test_bad_value_fails_in_run_before_any_model_loads(tmp_path, monkeypatch, override):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError, match=BAD_VALUES[override]):
         run(tiny_config(tmp_path, "credit=trace", override))
 

@@ -169,7 +169,7 @@ def head(ckpt) -> dict[str, torch.Tensor]:
 
 
 def test_training_moves_the_head_and_a_resumed_run_restores_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("agentcredit.compose.make_reward_fn", lambda env_cfg: ParityReward())
+    monkeypatch.setattr("agentcredit.run.compose.make_reward_fn", lambda env_cfg: ParityReward())
     train_tiny(tmp_path / "whole", *RUN)
     at2 = head(tmp_path / "whole" / "checkpoints" / "step2.ckpt")
     assert set(at2) == {"critic.head.0.weight", "critic.head.0.bias", "critic.head.2.weight", "critic.head.2.bias"}

@@ -88,7 +88,7 @@ def test_the_whole_command_at_tiny_sizes(tmp_path, capsys):
     ("group_size=1", "group_size"),
 ])
 def test_bad_input_is_one_line_before_anything_loads(tmp_path, capsys, bad, message):
-    with mock.patch("agentcredit.compose.build_components", side_effect=AssertionError("loaded a model")):
+    with mock.patch("agentcredit.run.compose.build_components", side_effect=AssertionError("loaded a model")):
         with pytest.raises(SystemExit) as exit_info:
             fidelity_cli(*TINY, bad, f"hydra.run.dir={tmp_path}")
     assert exit_info.value.code == 2
@@ -113,13 +113,13 @@ def test_a_trained_checkpoint_is_measured_against_the_initial_reference(tiny_swe
     out = tmp_path / "fid"
     # The run's own overrides (tiny sizes) come from its folder. The references are copied from the initial
     # weights before the checkpoint's replace them, as in training.
-    import agentcredit.evaluate
+    import agentcredit.run.evaluate
     import agentcredit.fidelity.methods
 
     calls = []
-    build, load = agentcredit.fidelity.methods.build_methods, agentcredit.evaluate.apply_policy_state
+    build, load = agentcredit.fidelity.methods.build_methods, agentcredit.run.evaluate.apply_policy_state
     with mock.patch("agentcredit.fidelity.methods.build_methods", side_effect=lambda *a: calls.append("references") or build(*a)), \
-            mock.patch("agentcredit.evaluate.apply_policy_state", side_effect=lambda *a: calls.append("checkpoint") or load(*a)):
+            mock.patch("agentcredit.run.evaluate.apply_policy_state", side_effect=lambda *a: calls.append("checkpoint") or load(*a)):
         fidelity_cli(f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=1",
                      "methods=[grpo,trace]", f"hydra.run.dir={out}")
     assert calls == ["references", "checkpoint"]
@@ -174,7 +174,7 @@ def test_an_output_path_that_cannot_be_written_is_one_line_before_anything_loads
         (out / "view").write_text("not a folder")
     else:
         (out / where).mkdir()
-    with mock.patch("agentcredit.compose.build_components", side_effect=AssertionError("loaded a model")):
+    with mock.patch("agentcredit.run.compose.build_components", side_effect=AssertionError("loaded a model")):
         with pytest.raises(SystemExit) as exit_info:
             fidelity_cli(*args)
     assert exit_info.value.code == 2
@@ -241,7 +241,7 @@ def test_adding_a_method_the_folder_holds_is_one_line_before_anything_loads(tmp_
     capsys.readouterr()
     for bad, message in [("methods=[trace,grpo]", "already holds ['grpo']"), ("mc=4", "was measured with mc=2")]:
         args = [*TINY, "n=1", "group_size=2", "mc=2", "methods=[trace]", f"add_to={out}", bad]
-        with mock.patch("agentcredit.compose.build_components", side_effect=AssertionError("loaded a model")):
+        with mock.patch("agentcredit.run.compose.build_components", side_effect=AssertionError("loaded a model")):
             with pytest.raises(SystemExit) as exit_info:
                 fidelity_cli(*args, f"hydra.run.dir={tmp_path / 'run'}")
         assert exit_info.value.code == 2

@@ -194,8 +194,8 @@ def test_policy_scores_run_the_policy_in_eval_mode_and_restore_its_mode():
 def test_the_composition_root_hands_the_trained_policy_only_to_methods_that_score_with_it(name, scores_with_policy):
     from types import SimpleNamespace
 
-    from agentcredit.compose import build_credit_inputs
-    from agentcredit.configs import compose_config, plain
+    from agentcredit.run.compose import build_credit_inputs
+    from agentcredit.common.configs import compose_config, plain
     from agentcredit.credit.config import split_credit_config
 
     cfg = compose_config([f"credit={name}"])

@@ -16,12 +16,12 @@ from agentcredit.credit import (
     split_credit_config,
     validate_credit_config,
 )
-from agentcredit.configs import compose_config, plain
+from agentcredit.common.configs import compose_config, plain
 from agentcredit.credit.config import knob_defaults
 from agentcredit.credit.registry import unregister_credit
 from agentcredit.credit.tokens import ANSWER_TURN as A
 from agentcredit.credit.tokens import NON_POLICY as P
-from agentcredit.validation import split_method_credit
+from agentcredit.checks.validation import split_method_credit
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "credit"
 

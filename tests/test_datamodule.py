@@ -11,7 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from agentcredit.configs import register_config_nodes
+from agentcredit.common.configs import register_config_nodes
 from agentcredit.lit import datamodule as dm_mod
 from agentcredit.lit.datamodule import QuestionDataModule
 from agentcredit.world.cache import world_cache_path

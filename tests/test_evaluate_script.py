@@ -1,5 +1,5 @@
 """`python scripts/evaluate.py ckpt_path=<path> split=test`: one JSON line of metrics, one trajectory per question;
-without a checkpoint it evaluates the base policy. The script is a Hydra entry point over `agentcredit.evaluate`."""
+without a checkpoint it evaluates the base policy. The script is a Hydra entry point over `agentcredit.run.evaluate`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from unittest import mock
 import pytest
 import torch
 
-from agentcredit.evaluate import load_policy_weights, merge_overrides, training_overrides
-from agentcredit.checkpoint_file import CheckpointError
+from agentcredit.run.evaluate import load_policy_weights, merge_overrides, training_overrides
+from agentcredit.common.checkpoint_file import CheckpointError
 from tiny_runs import ROOT, TINY, cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -58,7 +58,7 @@ def test_evaluates_the_base_policy_without_a_checkpoint(tmp_path, capsys):
 
 
 def test_checkpoint_weights_are_loaded_into_the_policy(tiny_sweep):
-    from agentcredit.compose import build_components
+    from agentcredit.run.compose import build_components
     from tiny_runs import tiny_config
 
     job = sorted(p for p in tiny_sweep[0].iterdir() if p.is_dir())[0]
@@ -103,7 +103,7 @@ def test_oracle_queries_on_your_own_data_is_one_line_before_any_model_loads(tmp_
     ("temperature=hot", "config error: temperature must be a number >= 0, got 'hot'"),
 ])
 def test_a_bad_evaluation_value_is_one_line(tmp_path, capsys, monkeypatch, bad, message):
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was built"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was built"))
     with pytest.raises(SystemExit) as exit_info:
         evaluate_cli(*TINY, bad, f"hydra.run.dir={tmp_path}")
     assert exit_info.value.code == 2
@@ -112,7 +112,7 @@ def test_a_bad_evaluation_value_is_one_line(tmp_path, capsys, monkeypatch, bad, 
 
 @pytest.mark.parametrize("text", ["[unclosed", "a: 1", "- 1\n- 2", "- " + "7" * 5000, "[" * 5000, "\udcff"])
 def test_a_damaged_overrides_yaml_of_the_run_is_one_config_error(tmp_path, text):
-    from agentcredit.configs import ConfigError
+    from agentcredit.common.configs import ConfigError
 
     recorded = tmp_path / "run" / ".hydra" / "overrides.yaml"
     recorded.parent.mkdir(parents=True)

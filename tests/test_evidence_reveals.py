@@ -9,7 +9,7 @@ from test_env_browser import DOCS, FixedRetriever, find, open_, search
 from agentcredit.agent.evidence import measure_evidence, rollout_events
 from agentcredit.agent.protocol import render_tool_call
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.configs import compose_config, plain
+from agentcredit.common.configs import compose_config, plain
 from agentcredit.env.browser import BrowserEnv
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.retrieval import build_retriever

@@ -39,9 +39,9 @@ def test_fsdp2_update_on_two_processes_equals_one_process(tmp_path):
 
 
 def test_fsdp_trains_on_two_cpu_processes_and_its_checkpoint_loads_into_a_plain_policy(tmp_path):
-    from agentcredit.compose import build_components
-    from agentcredit.evaluate import load_policy_weights
-    from agentcredit.validation import prepare_config
+    from agentcredit.run.compose import build_components
+    from agentcredit.run.evaluate import load_policy_weights
+    from agentcredit.checks.validation import prepare_config
     from ddp_job import weights_checksum
 
     # kl_coef > 0: the frozen reference (replicated on both processes, not sharded) scores every update.

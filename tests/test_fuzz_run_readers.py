@@ -270,7 +270,7 @@ CELLS = st.one_of(st.text(max_size=12), st.floats().map(repr), st.integers().map
     lambda rows: (HEADER + "".join(",".join(r) + "\n" for r in rows)).encode("utf-8", "surrogatepass"))))
 def test_any_bytes_in_metrics_csv(data):
     _one_case("steps", data)
-    from agentcredit.train import metric_by_step
+    from agentcredit.run.train import metric_by_step
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(io.StringIO()):
         path = Path(tmp) / "metrics.csv"
@@ -351,7 +351,7 @@ def test_an_arm_named_like_a_path_never_becomes_one(tmp_path, capsys):
         "export", "sweep"]
     assert sorted(p.name for p in export.glob("*.summary.json")) == ["grpo_seed0.summary.json"]
 
-    from agentcredit.comparison import Run, export_runs
+    from agentcredit.analysis.comparison import Run, export_runs
 
     with pytest.raises(ValueError, match="cannot be a file name"):  # refused before anything is written
         export_runs([Run("j", "grpo", 0, {"test/accuracy": 0.5}, {0: {"train/reward": 0.1}}),

@@ -31,8 +31,8 @@ def listed_checks() -> dict[str, list[str]]:
 
 
 def test_every_training_check_passes_the_config_checks():
-    from agentcredit.configs import compose_config
-    from agentcredit.validation import prepare_config
+    from agentcredit.common.configs import compose_config
+    from agentcredit.checks.validation import prepare_config
 
     checks = listed_checks()
     assert {"grpo_gpu", "trace_gpu", "grpo_fsdp", "trace_fsdp", "grpo_vllm", "grpo_fsdp_vllm", "reference_scoring",
@@ -44,7 +44,7 @@ def test_every_training_check_passes_the_config_checks():
 
 
 def test_the_fsdp_vllm_check_is_smollm2s_architecture_in_bf16():
-    from agentcredit.configs import compose_config
+    from agentcredit.common.configs import compose_config
     from agentcredit.models.shape import attention_shape
 
     overrides = listed_checks()["grpo_fsdp_vllm"][2:]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agentcredit.judge.verification import make_segment_verifier
-from agentcredit.paths import config_dir
+from agentcredit.common.paths import config_dir
 from agentcredit.judge import build_judge
 from judge_fixtures import QUESTION, FakeWorker, error_traj, expert_traj, failed_traj
 from test_openai_judge import ScriptedServer, answer, serve  # noqa: F401  (serve: the scripted-server fixture)

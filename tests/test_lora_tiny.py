@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.compose import build_components
-from agentcredit.compose import build_module
-from agentcredit.validation import prepare_config
+from agentcredit.run.compose import build_components
+from agentcredit.run.compose import build_module
+from agentcredit.checks.validation import prepare_config
 from tiny_runs import SIGNAL, SMALL_WARM_START, tiny_config, train_tiny
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from agentcredit.agent.protocol import render_answer
 from agentcredit.agent.state_values import measure_state_values
-from agentcredit.configs import compose_config, plain
+from agentcredit.common.configs import compose_config, plain
 from agentcredit.credit import CreditGroup, get_credit
 from agentcredit.credit.mc_value import action_advantages
 from agentcredit.credit.tokens import ANSWER_TURN as A

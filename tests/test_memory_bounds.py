@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agentcredit.agent import machine_memory
 from agentcredit.models import memory_bounds
-from agentcredit.configs import ConfigError, compose_config, plain
+from agentcredit.common.configs import ConfigError, compose_config, plain
 from tiny_runs import TINY, tiny_config
 
 GIB = 2**30
@@ -29,7 +29,7 @@ def machine(monkeypatch):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 def test_the_estimate_by_hand():
@@ -48,7 +48,7 @@ def test_the_estimate_by_hand():
 
 
 def test_a_training_group_no_machine_holds_is_one_line_before_anything_loads(tmp_path, machine, no_model):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
     with pytest.raises(ConfigError) as err:
         run(tiny_config(tmp_path, "rollout.group_size=100000000"))

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from agentcredit.sweep import job_dirname
+from agentcredit.run.sweep import job_dirname
 from tiny_runs import TINY, hydra_cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

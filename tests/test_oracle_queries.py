@@ -5,8 +5,8 @@ from tiny_runs import TINY
 
 from agentcredit.agent.protocol import render_answer, render_tool_call
 from agentcredit.agent.rollout import RolloutWorker
-from agentcredit.compose import build_components
-from agentcredit.configs import compose_config
+from agentcredit.run.compose import build_components
+from agentcredit.common.configs import compose_config
 from agentcredit.env.types import ToolCall
 from agentcredit.testbed.oracle_queries import oracle_query_agreement, searched_queries
 from agentcredit.world.oracle import solve

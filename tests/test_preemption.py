@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.preemption import Preempted, closing_line, resume_command
+from agentcredit.run.preemption import Preempted, closing_line, resume_command
 from tiny_runs import ROOT, TINY, cli, hydra_cli, read_metrics
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -26,9 +26,9 @@ def test_the_digest_tells_configs_apart_and_names_the_keys_that_differ():
 
 
 def test_ddp_and_fsdp_strategies_get_the_collective_timeout(tmp_path):
-    from agentcredit.compose import build_strategy
-    from agentcredit.validation import prepare_config
-    from agentcredit.configs import ConfigError
+    from agentcredit.run.compose import build_strategy
+    from agentcredit.checks.validation import prepare_config
+    from agentcredit.common.configs import ConfigError
 
     timeout = timedelta(seconds=7)
     assert build_strategy("ddp", None, timeout)._timeout == timeout

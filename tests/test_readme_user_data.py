@@ -59,12 +59,12 @@ def test_readme_own_data_command_trains_the_tiny_model_from_the_synthetic_base_p
 
 
 def test_warm_start_of_another_model_on_own_data_is_one_line_before_loading(tmp_path, monkeypatch):
-    from agentcredit.train import run
-    from agentcredit.configs import ConfigError
+    from agentcredit.run.train import run
+    from agentcredit.common.configs import ConfigError
     from tiny_runs import tiny_config
 
     write_user_files(tmp_path)
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     cfg = tiny_config(tmp_path, "data=user", f"data.corpus_path={tmp_path / 'corpus.jsonl'}",
                       f"data.questions_path={tmp_path / 'questions.jsonl'}", "model=smollm2_135m", "+model.warm_start=true")
     with pytest.raises(ConfigError, match=r"^model\.warm_start must be false for model=smollm2_135m on your own data"):

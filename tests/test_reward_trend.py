@@ -2,7 +2,7 @@
 
 import csv
 
-from agentcredit.train import reward_trend
+from agentcredit.run.train import reward_trend
 
 
 def write(path, rows):
@@ -32,7 +32,7 @@ def test_no_file_or_no_reward_gives_none(tmp_path):
 
 
 def test_the_closing_line_adds_the_mean_share_of_mixed_groups(tmp_path):
-    from agentcredit.train import run_summary
+    from agentcredit.run.train import run_summary
 
     path = tmp_path / "metrics.csv"
     with path.open("w", newline="") as f:

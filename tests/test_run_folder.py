@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 from agentcredit.lit.loggers import AppendingWriter
 from agentcredit.lit.run_folder import (StartPlan, drop_metrics_from_step, drop_samples_after_step, keep_logs_of,
                                         start_plan)

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from agentcredit.secret_keys import is_secret_key, secret_keys_in_override, secret_override_problem
-from agentcredit.validation import ConfigError, prepare_config
+from agentcredit.common.secret_keys import is_secret_key, secret_keys_in_override, secret_override_problem
+from agentcredit.checks.validation import ConfigError, prepare_config
 from test_openai_judge import ScriptedServer, answer
 from tiny_runs import ROOT, TINY, hydra_cli, tiny_config
 
@@ -242,8 +242,8 @@ def test_a_secret_in_a_config_group_default_is_refused(tmp_path, capsys):
 def composed_problem(args, monkeypatch, combinations: int = 1):
     """What train.py's check says of `args`, composing each value of each swept key once (all combinations
     are what a sweep of up to MAX_COMBINATIONS jobs gets; one value each keeps the default suite fast)."""
-    from agentcredit import secret_check
-    from agentcredit.configs import register_config_nodes
+    from agentcredit.checks import secret_check
+    from agentcredit.common.configs import register_config_nodes
 
     register_config_nodes()
     monkeypatch.setattr(secret_check, "MAX_COMBINATIONS", combinations)
@@ -286,7 +286,7 @@ def test_an_env_interpolation_stays_unresolved_in_every_file(tmp_path, isolated_
 
 
 def test_job_folder_names_never_hold_a_secret():
-    from agentcredit.sweep import job_dirname
+    from agentcredit.run.sweep import job_dirname
 
     assert job_dirname("credit.K:1+credit:trace") == "credit.K:1+credit:trace"
     assert job_dirname(f"judge.apiKey:x+seed:1+extra.note:{LEAK}") == "judge.apiKey:redacted+seed:1+extra.note:redacted"

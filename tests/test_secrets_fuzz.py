@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentcredit.secret_keys import is_secret_key, redact_secrets, secret_override_problem, secret_value_kind
-from agentcredit.sweep import job_dirname
+from agentcredit.common.secret_keys import is_secret_key, redact_secrets, secret_override_problem, secret_value_kind
+from agentcredit.run.sweep import job_dirname
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -98,7 +98,7 @@ def project_leaves() -> dict[str, object]:
 
     from omegaconf import OmegaConf
 
-    from agentcredit.configs import compose_config
+    from agentcredit.common.configs import compose_config
 
     leaves: dict[str, object] = {}
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 from agentcredit.world.types import Evidence
 from agentcredit.world.user import UserDataError, load_user_world
 from tiny_runs import hydra_cli, tiny_config
@@ -74,9 +74,9 @@ def _user(tmp_path, *extra):
 
 
 def test_gold_evidence_on_questions_without_facts_stops_in_one_line_before_anything_loads(tmp_path, monkeypatch, capsys):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     overrides = _user(tmp_path)  # the first question has facts, the second (line 2) has none
     with pytest.raises(ConfigError, match=r"^credit=gold-evidence needs the facts each answer rests on, but "
                                           r".*questions\.jsonl line 2 has no 'supporting_facts'; give every question one"):
@@ -89,7 +89,7 @@ def test_gold_evidence_on_questions_without_facts_stops_in_one_line_before_anyth
 
 
 def test_other_methods_and_annotated_questions_pass_the_check(tmp_path, monkeypatch):
-    from agentcredit.validation import prepare_config
+    from agentcredit.checks.validation import prepare_config
 
     overrides = _user(tmp_path)
     assert prepare_config(tiny_config(tmp_path, *overrides[:-1], "credit=grpo")).credit.name == "grpo"

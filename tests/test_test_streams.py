@@ -80,8 +80,8 @@ def _test_stage(tmp_path, monkeypatch, per_call: int) -> list[tuple]:
 def _run_test_stage(tmp_path, per_call: int, seen: list) -> list[tuple]:
     import lightning as L
 
-    from agentcredit.compose import build_components, build_module, build_trainer
-    from agentcredit.validation import prepare_config
+    from agentcredit.run.compose import build_components, build_module, build_trainer
+    from agentcredit.checks.validation import prepare_config
 
     cfg = prepare_config(tiny_config(tmp_path / str(per_call), "data.n_test=7", "data.test_batch_size=2",
                                      f"data.test_batches_per_call={per_call}", "rollout.max_turn_tokens=24"))

@@ -210,8 +210,8 @@ def test_window_settings_without_windows_or_with_bad_values_are_clear_errors():
 
 
 def test_bad_warmstart_value_is_a_one_line_config_error():
-    from agentcredit.configs import compose_config
-    from agentcredit.validation import ConfigError, validate_config
+    from agentcredit.common.configs import compose_config
+    from agentcredit.checks.validation import ConfigError, validate_config
 
     with pytest.raises(ConfigError, match=r"^warmstart.window_steps must be an integer >= 0, got -3$"):
         validate_config(compose_config(["warmstart.window_steps=-3"]))

@@ -10,8 +10,8 @@ import io
 import pytest
 import torch
 
-from agentcredit.configs import compose_config, current_overrides
-from agentcredit.train import job_threads
+from agentcredit.common.configs import compose_config, current_overrides
+from agentcredit.run.train import job_threads
 from tiny_runs import hydra_cli, tiny_config
 
 
@@ -52,7 +52,7 @@ def threads_at_model_load(monkeypatch):
         seen.append(torch.get_num_threads())
         raise Stop
 
-    monkeypatch.setattr("agentcredit.compose.build_components", record)
+    monkeypatch.setattr("agentcredit.run.compose.build_components", record)
     before = torch.get_num_threads()
     yield seen
     torch.set_num_threads(before)
@@ -60,7 +60,7 @@ def threads_at_model_load(monkeypatch):
 
 @pytest.mark.parametrize("overrides,expected", [([], 1), (["threads=2"], 2)])
 def test_a_run_sets_its_threads_before_any_model_loads(tmp_path, threads_at_model_load, overrides, expected):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
     torch.set_num_threads(3)  # something other than what either case sets
     with pytest.raises(Stop):

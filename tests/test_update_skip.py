@@ -35,7 +35,7 @@ def test_a_rollout_of_zero_advantages_adds_exactly_zero_to_the_gradient(settings
 
 @pytest.fixture(scope="module")
 def module_and_batch(tmp_path_factory):
-    from agentcredit.compose import build_components, build_module
+    from agentcredit.run.compose import build_components, build_module
     from tests.tiny_runs import tiny_config
 
     cfg = tiny_config(tmp_path_factory.mktemp("skip"), "rollout.group_size=3")

@@ -65,8 +65,8 @@ def test_trace_with_a_vllm_engine_per_process(tmp_path, trainer):
 
 @pytest.mark.parametrize("trainer", ["ddp", "fsdp"])
 def test_a_tensor_parallel_size_that_does_not_divide_the_processes_is_one_line(trainer):
-    from agentcredit.configs import compose_config
-    from agentcredit.validation import ConfigError, prepare_config
+    from agentcredit.common.configs import compose_config
+    from agentcredit.checks.validation import ConfigError, prepare_config
 
     cfg = compose_config([f"trainer={trainer}", "trainer.devices=3", "rollout.engine=vllm",
                           "rollout.vllm.tensor_parallel_size=2"])

@@ -19,7 +19,7 @@ from agentcredit.agent.engines import MISSING_VLLM, build_engine, check_engine  
 from agentcredit.agent.protocol import render_answer, render_tool_call  # noqa: E402
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker  # noqa: E402
 from agentcredit.agent.trajectory import NON_POLICY, pad_batch  # noqa: E402
-from agentcredit.compose import make_reward_fn  # noqa: E402
+from agentcredit.run.compose import make_reward_fn  # noqa: E402
 from agentcredit.env.types import ToolCall  # noqa: E402
 from agentcredit.lit.logprobs import token_logprobs  # noqa: E402
 from agentcredit.agent.chat import ChatFormat  # noqa: E402

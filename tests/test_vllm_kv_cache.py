@@ -15,7 +15,7 @@ import pytest
 
 from agentcredit.agent.engines.vllm_settings import (VLLMSettings, engine_cache_tokens, kv_cache_bytes,
                                                      kv_cache_problem)
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 from agentcredit.models.shape import AttentionShape, attention_shape, shape_of_config
 from tiny_runs import tiny_config
 
@@ -95,9 +95,9 @@ def test_smollm2_shape_from_the_gguf_header(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not HAS_VLLM, reason="rollout.engine=vllm needs vLLM")
 def test_a_cache_too_small_is_one_line_before_any_model_loads(tmp_path, monkeypatch):
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
-    monkeypatch.setattr("agentcredit.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     # The tests' tiny model: 2 layers x 2 KV heads x 32 dims x 4 bytes x 2 = 1024 bytes a token; 4096 tokens
     # of context take 4224 tokens of cache in CPU blocks of 128 (4112 in GPU blocks of 16): 4.1 MiB > 1.02 MiB.
     with pytest.raises(ConfigError) as err:
@@ -114,7 +114,7 @@ def test_a_cache_too_small_is_one_line_before_any_model_loads(tmp_path, monkeypa
         run(tiny_config(tmp_path / "run", "model=hf", f"model.name_or_path={tmp_path / 'qwen'}", "rollout.engine=vllm",
                         "rollout.vllm.kv_cache_gib=0.25"))
     run_cfg = tiny_config(tmp_path / "ok", "rollout.engine=vllm", "rollout.vllm.kv_cache_gib=0.01")
-    from agentcredit.validation import prepare_config
+    from agentcredit.checks.validation import prepare_config
 
     prepare_config(run_cfg)  # 10.24 MiB holds the tiny model's context
 

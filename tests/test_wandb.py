@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from agentcredit.secret_keys import redact_secrets
+from agentcredit.common.secret_keys import redact_secrets
 from agentcredit.lit.wandb_logger import wandb_mode
 from agentcredit.lit.module import AgentRLModule
 from tiny_runs import train_tiny
@@ -44,7 +44,7 @@ def test_mode_online_only_with_a_key():
 
 
 def test_key_from_dot_env_and_the_environment_wins(tmp_path, monkeypatch, no_wandb_account):
-    from agentcredit.train import load_env_file
+    from agentcredit.run.train import load_env_file
 
     (tmp_path / ".env").write_text("WANDB_API_KEY=from-file\nAGENTCREDIT_JUDGE_MODEL=file-model\nAGENTCREDIT_CACHE=\n")
     monkeypatch.delenv("AGENTCREDIT_CACHE", raising=False)

@@ -10,8 +10,8 @@ from tiny_runs import TINY
 
 from agentcredit.testbed.base_policy import base_policy_key, training_sources
 from agentcredit.agent.protocol import render_answer, render_tool_call
-from agentcredit.compose import build_components
-from agentcredit.configs import compose_config
+from agentcredit.run.compose import build_components
+from agentcredit.common.configs import compose_config
 from agentcredit.world.cache import load_or_generate_world
 from agentcredit.world.oracle import solve
 
@@ -109,7 +109,7 @@ def test_runs_load_the_shipped_policy_by_key_and_otherwise_say_how_to_rebuild(se
     import torch
 
     import agentcredit.testbed.base_policy as bp
-    from agentcredit.configs import ConfigError
+    from agentcredit.common.configs import ConfigError
 
     cfg, components = setup
     cfg = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD])
@@ -199,7 +199,7 @@ def test_the_shipped_base_policy_matches_the_default_settings():
     # `make train` loads testbed/shipped/ by key; a changed default (world, browser view, recipe, model)
     # must come with a rebuild (python scripts/build_base_policy.py), or every default run stops at start
     import agentcredit.testbed.base_policy as bp
-    from agentcredit.validation import prepare_config
+    from agentcredit.checks.validation import prepare_config
 
     cfg = prepare_config(compose_config([]))
     key = bp.base_policy_key(cfg, build_components(cfg, progress=False, base_policy=False))
@@ -216,8 +216,8 @@ def test_a_build_can_continue_a_base_policy_with_its_tokens_and_is_keyed_by_it(s
     import torch
 
     import agentcredit.testbed.base_policy as bp
-    from agentcredit.configs import ConfigError
-    from agentcredit.validation import prepare_config
+    from agentcredit.common.configs import ConfigError
+    from agentcredit.checks.validation import prepare_config
 
     cfg, components = setup
     initial = {k: v.clone() for k, v in components.policy.state_dict().items()}
@@ -290,7 +290,7 @@ def test_the_shipped_long_base_policy_matches_the_long_preset():
     # data=testbed_long loads testbed/shipped/testbed_long/ by key, and its key covers build E's own key:
     # a changed preset, or a rebuilt build E, must come with `python scripts/build_base_policy.py data=testbed_long`
     import agentcredit.testbed.base_policy as bp
-    from agentcredit.validation import prepare_config
+    from agentcredit.checks.validation import prepare_config
 
     cfg = prepare_config(compose_config(["data=testbed_long"]))
     key = bp.base_policy_key(cfg, build_components(cfg, progress=False, base_policy=False))

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from test_scripts import run_json
 
-from agentcredit.configs import compose_config, plain
+from agentcredit.common.configs import compose_config, plain
 from agentcredit.world.config import MAX_HOPS, WorldConfig
 from agentcredit.world.generator import generate_world
 

@@ -7,7 +7,7 @@ import re
 
 from test_scripts import run_json
 
-from agentcredit.configs import compose_config
+from agentcredit.common.configs import compose_config
 from agentcredit.env.browser import BrowserEnv
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.factory import browser_kwargs

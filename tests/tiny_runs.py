@@ -18,7 +18,7 @@ import torch
 
 from agentcredit.credit.group import CreditGroup
 from agentcredit.credit.registry import available_credits, register_credit
-from agentcredit.configs import compose_config
+from agentcredit.common.configs import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def tiny_config(out: Path, *overrides: str):
 
 
 def train_tiny(out: Path, *overrides: str) -> float:
-    from agentcredit.train import run
+    from agentcredit.run.train import run
 
     return run(tiny_config(out, *overrides))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentcredit.env.types import Document
-from agentcredit.paths import stable_hash
+from agentcredit.common.paths import stable_hash
 
 
 class Corpus:

@@ -23,8 +23,8 @@ import numpy as np
 
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.types import Document
-from agentcredit.paths import cache_dir as default_cache_root
-from agentcredit.paths import stable_hash
+from agentcredit.common.paths import cache_dir as default_cache_root
+from agentcredit.common.paths import stable_hash
 
 RETRIEVER_KINDS = ("dense", "bm25")
 # Page titles are the queries a searcher sends most (the oracle always does, a trained policy mostly),

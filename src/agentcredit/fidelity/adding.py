@@ -33,7 +33,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 from agentcredit.records import RecordError, atomic_write_text, parse_json, read_jsonl_records
 from agentcredit.records.fidelity import AddedCredit, TurnsRecord
 from agentcredit.records.reading import validate

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 import torch
 
 from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory
-from agentcredit.configs import ConfigError, compose_config, plain
-from agentcredit.paths import config_dir
+from agentcredit.common.configs import ConfigError, compose_config, plain
+from agentcredit.common.paths import config_dir
 from agentcredit.world.types import Question
 
 
@@ -50,8 +50,8 @@ class MethodUnderTest:
 
 def compose_method(label: str, overrides: Sequence[str], config_name: str = "fidelity"):
     """The checked config of the measured run with `label`'s method: `overrides`, then the method's."""
-    from agentcredit.evaluate import merge_overrides
-    from agentcredit.validation import prepare_config
+    from agentcredit.run.evaluate import merge_overrides
+    from agentcredit.checks.validation import prepare_config
 
     return prepare_config(compose_config(merge_overrides(overrides, [method_override(label)]), config_name=config_name))
 
@@ -59,7 +59,7 @@ def compose_method(label: str, overrides: Sequence[str], config_name: str = "fid
 def build_methods(labels: Sequence[str], overrides: Sequence[str], components) -> list[MethodUnderTest]:
     """Every method with its inputs. Call before a checkpoint's weights replace the initial ones: the frozen
     reference is the initial policy, as in training (one copy shared by all the methods that score with it)."""
-    from agentcredit.compose import build_credit_inputs
+    from agentcredit.run.compose import build_credit_inputs
     from agentcredit.credit.config import split_credit_config
     from agentcredit.credit.registry import get_credit
 

@@ -22,8 +22,8 @@ from typing import Sequence
 import torch
 from omegaconf import DictConfig
 
-from agentcredit.configs import ConfigError, compose_config, plain
-from agentcredit.paths import stable_hash
+from agentcredit.common.configs import ConfigError, compose_config, plain
+from agentcredit.common.paths import stable_hash
 
 # Keys of conf/fidelity.yaml that change no measured question (how many, how reported, how batched).
 REPORT_KEYS = ("n", "bootstrap", "export", "from_turns", "add_to", "samples", "max_batch", "threshold")
@@ -31,8 +31,8 @@ REPORT_KEYS = ("n", "bootstrap", "export", "from_turns", "add_to", "samples", "m
 
 def check_fidelity_settings(cfg: DictConfig) -> None:
     """conf/fidelity.yaml's keys, each failure one ConfigError line (the method names included)."""
-    from agentcredit import config_checks as checks
-    from agentcredit.evaluate import SPLITS
+    from agentcredit.checks import config_checks as checks
+    from agentcredit.run.evaluate import SPLITS
     from agentcredit.fidelity.methods import method_override
 
     settings = {key: cfg.get(key) for key in ("split", "n", "group_size", "mc", "bootstrap", "threshold", "eval_seed",
@@ -70,8 +70,8 @@ def check_fidelity_settings(cfg: DictConfig) -> None:
 def fidelity_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> DictConfig:
     """The checked config. With a checkpoint, its run's own overrides come first (as scripts/evaluate.py
     does), so the model and data are the run's."""
-    from agentcredit.evaluate import merge_overrides, training_overrides
-    from agentcredit.validation import prepare_config
+    from agentcredit.run.evaluate import merge_overrides, training_overrides
+    from agentcredit.checks.validation import prepare_config
 
     recorded = training_overrides(cfg.get("ckpt_path"))
     if recorded:
@@ -84,7 +84,7 @@ def fidelity_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> D
 
 def measured_overrides(cfg: DictConfig, command_overrides: Sequence[str]) -> list[str]:
     """The overrides every method's config is composed from: the checkpoint run's, then the command's."""
-    from agentcredit.evaluate import merge_overrides, training_overrides
+    from agentcredit.run.evaluate import merge_overrides, training_overrides
 
     return merge_overrides(training_overrides(cfg.get("ckpt_path")), command_overrides)
 
@@ -209,8 +209,8 @@ def load_policy_and_methods(cfg: DictConfig, command_overrides: Sequence[str], p
     """(components, methods, questions, engine, step): what measuring (or adding to) a folder samples with,
     step being the training step of the measured weights (0 for the base policy)."""
     from agentcredit.agent.engines import build_engine
-    from agentcredit.compose import build_components
-    from agentcredit.evaluate import apply_policy_state, check_policy_fits, evaluation_questions, read_policy_state
+    from agentcredit.run.compose import build_components
+    from agentcredit.run.evaluate import apply_policy_state, check_policy_fits, evaluation_questions, read_policy_state
     from agentcredit.fidelity.methods import build_methods
 
     # The checkpoint is read once, before any model loads; its weights replace the initial ones only after

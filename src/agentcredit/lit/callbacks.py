@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from agentcredit.lit.run_folder import keep_logs_of
 from agentcredit.records import atomic_write_text
-from agentcredit.secret_keys import config_for_records
+from agentcredit.common.secret_keys import config_for_records
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -35,7 +35,7 @@ class LastCheckpoint(ModelCheckpoint):
 
     After a SIGTERM (one process), the batch that ends is the last this run makes (Lightning's loop stops
     after it): last.ckpt is written now, whatever its schedule, so a resume continues from this step
-    (agentcredit/preemption.py)."""
+    (agentcredit/run/preemption.py)."""
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if validation_follows(trainer):

@@ -1,4 +1,4 @@
-"""Lightning's checkpoint IO with the integrity digest of `agentcredit.checkpoint_file`: written on
+"""Lightning's checkpoint IO with the integrity digest of `agentcredit.common.checkpoint_file`: written on
 save, checked on load; the file is replaced atomically in its own folder (`write_checkpoint`).
 
     trainer = L.Trainer(..., plugins=[VerifiedCheckpointIO()])    # compose.build_trainer does this
@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from agentcredit.checkpoint_file import INTEGRITY_KEY, VERSION, checkpoint_digest, read_checkpoint, write_checkpoint
+from agentcredit.common.checkpoint_file import INTEGRITY_KEY, VERSION, checkpoint_digest, read_checkpoint, write_checkpoint
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):

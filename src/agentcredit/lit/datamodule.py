@@ -26,7 +26,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from agentcredit.paths import stable_hash
+from agentcredit.common.paths import stable_hash
 from agentcredit.world.cache import load_or_generate_world
 from agentcredit.world.config import WorldConfig
 from agentcredit.world.generator import World
@@ -149,7 +149,7 @@ class QuestionDataModule(L.LightningDataModule):
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "QuestionDataModule":
         """Build from the composed run config: the `data` group and the top-level `seed`."""
-        from agentcredit.configs import plain
+        from agentcredit.common.configs import plain
 
         data = plain(cfg["data"])
         known = set(inspect.signature(cls).parameters) - {"seed"}

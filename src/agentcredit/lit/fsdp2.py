@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 
 DTYPES = {None: None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -52,7 +52,7 @@ class FSDP2Strategy(ModelParallelStrategy):
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict:
         # Lightning's FSDP2 loader fills the model as it reads, before the module's on_load_checkpoint: the
         # integrity digest and the shapes are checked here first, so a damaged file or another model is one line.
-        from agentcredit.checkpoint_file import CheckpointError, read_checkpoint, resume_problem, state_dict_problem
+        from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint, resume_problem, state_dict_problem
 
         path = self.broadcast(checkpoint_path)
         checkpoint = read_checkpoint(path, weights_only=weights_only)

@@ -514,7 +514,7 @@ class AgentRLModule(L.LightningModule):
             self.critic.load_optimizer_state(checkpoint.get("critic_optimizer"))
         # Before Lightning loads it: weights of another shape, none at all, or no optimiser state would be
         # a long traceback from load_state_dict or the loops; here they are one CheckpointError line.
-        from agentcredit.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
+        from agentcredit.common.checkpoint_file import CheckpointError, resume_problem, state_dict_problem
 
         if self._sharded:
             return  # sharded weights (DTensor): the strategy's own loader compares the whole ones it reads

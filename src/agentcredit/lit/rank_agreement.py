@@ -27,7 +27,7 @@ from datetime import timedelta
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 
 
 def flat_config(cfg: DictConfig | dict) -> dict[str, str]:

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 from agentcredit.records import atomic_write_text, parse_json
 
 FINISHED_MARK = "test_summary.json"  # written by train.write_test_summary after the held-out test

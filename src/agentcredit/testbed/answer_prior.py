@@ -11,7 +11,7 @@ The kind of a question is what its program ends in: the last hop's relation (`cr
 `population`, ...) or its last operation (`count`, `argmax`, `argmin`, `where`). It is a function of
 the question alone (the text is rendered from the program), so a policy could in principle know it.
 Whether a policy's answers are at least of the right kind (a number where the gold answer is one) is
-`agentcredit.evaluate.answer_kind_match`: it needs no program, so it is a figure of any questions.
+`agentcredit.run.evaluate.answer_kind_match`: it needs no program, so it is a figure of any questions.
 """
 
 from __future__ import annotations

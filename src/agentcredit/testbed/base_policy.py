@@ -23,11 +23,11 @@ from pathlib import Path
 import torch
 
 from agentcredit.agent.rollout import RolloutWorker
-from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.common.paths import cache_dir, stable_hash
 from agentcredit.testbed.answer_prior import answers_by_kind, asked_for
 from agentcredit.testbed.warmstart import SHIPPED, Checkpoints, WarmStartConfig, build_examples, init_folder, train_sft
 from agentcredit.testbed.windows import turn_windows
-from agentcredit.configs import ConfigError
+from agentcredit.common.configs import ConfigError
 
 WEIGHTS = "policy.pt"
 INFO = "info.json"
@@ -43,7 +43,7 @@ class BasePolicyMissing(ConfigError):
 
 
 def base_policy_key(cfg, components) -> str:
-    from agentcredit.configs import plain
+    from agentcredit.common.configs import plain
 
     model = {k: v for k, v in plain(cfg.model).items() if k not in MODEL_KEYS_NOT_IN_KEY}
     warmstart = {k: v for k, v in plain(cfg.warmstart).items() if k not in WARMSTART_KEYS_NOT_IN_KEY}
@@ -138,7 +138,7 @@ def training_sources(cfg, components, aux_worlds: int) -> list:
     the tiny model memorises question -> query instead of learning to copy names. The validation
     and test splits stay unseen: auxiliary worlds are other corpora, never the run world itself.
     """
-    from agentcredit.configs import plain
+    from agentcredit.common.configs import plain
     from agentcredit.env.corpus import Corpus
     from agentcredit.env.factory import make_env_factory
     from agentcredit.world.cache import load_or_generate_world
@@ -183,7 +183,7 @@ def start_from(components, folder: Path) -> None:
 def build_base_policy(cfg, components, progress: bool = True, checkpoint_folder: Path | None = None) -> dict:
     """Warm-start `components.policy` in place; returns the build's figures. With `checkpoint_folder`
     the build saves its state there as it goes and resumes from it when run again."""
-    from agentcredit.configs import plain
+    from agentcredit.common.configs import plain
     from agentcredit.world.oracle import solve
 
     ws = WarmStartConfig(**plain(cfg.warmstart))

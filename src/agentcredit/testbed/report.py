@@ -1,4 +1,4 @@
-"""The synthetic world's figures of a policy, beside the generic ones of `agentcredit.evaluate`: success
+"""The synthetic world's figures of a policy, beside the generic ones of `agentcredit.run.evaluate`: success
 without reading on the same questions (the answer prior), the oracle's searches the rollouts issue,
 the stage of a hop where a rollout first goes wrong (testbed/hop_funnel.py) and TRACE's readiness
 (testbed/readiness.py). `scripts/evaluate.py` adds all but the last to its line;

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from agentcredit.paths import cache_dir, stable_hash
+from agentcredit.common.paths import cache_dir, stable_hash
 from agentcredit.world.config import WorldConfig
 from agentcredit.world.generator import World, generate_world
 

@@ -60,7 +60,7 @@ def check_world(world, questions, retriever: str = "dense", cache_dir=None, brow
 def preset_world(preset: str, **given) -> tuple[WorldConfig, dict]:
     """The world config of a data preset, with the knobs in `given` that are not None on top, and the
     BrowserEnv keyword arguments of the env preset of the same name."""
-    from agentcredit.configs import compose_config, plain  # the CLI only: the world package reads no config files
+    from agentcredit.common.configs import compose_config, plain  # the CLI only: the world package reads no config files
     from agentcredit.env.factory import browser_kwargs
 
     try:

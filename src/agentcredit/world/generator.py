@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentcredit.paths import stable_hash
+from agentcredit.common.paths import stable_hash
 from agentcredit.world.config import WorldConfig
 from agentcredit.world.documents import render_documents
 from agentcredit.world.entities import Entity, generate_entities

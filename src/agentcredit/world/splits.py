@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from agentcredit.paths import stable_hash
+from agentcredit.common.paths import stable_hash
 from agentcredit.world.types import Question
 
 SPLITS = ("train", "val", "test")

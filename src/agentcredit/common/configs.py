@@ -11,7 +11,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from agentcredit.paths import config_dir
+from agentcredit.common.paths import config_dir
 
 
 class ConfigError(ValueError):

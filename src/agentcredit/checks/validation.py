@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from agentcredit.configs import ConfigError, plain
+from agentcredit.common.configs import ConfigError, plain
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def _check_ignored_values(ignored: dict) -> None:
 def group_kinds(group: str) -> tuple[str, ...]:
     """The `kind`s the files of a config group declare (conf/<group>/*.yaml): a new file is a new kind,
     with no second list to keep in step."""
-    from agentcredit.paths import config_dir
+    from agentcredit.common.paths import config_dir
 
     declared = (OmegaConf.load(f).get("kind") for f in sorted((config_dir() / group).glob("*.yaml")))
     return tuple(dict.fromkeys(str(kind) for kind in declared if kind))
@@ -94,7 +94,7 @@ def missing_values(node, prefix: str = "") -> list[str]:
 
 def check_groups(cfg: DictConfig, method_name: str) -> None:
     """`config_checks` over every group, in the order a reader meets them in conf/config.yaml."""
-    from agentcredit import config_checks as checks
+    from agentcredit.checks import config_checks as checks
     from agentcredit.credit.registry import get_credit
 
     try:
@@ -124,7 +124,7 @@ def validate_config(cfg: DictConfig) -> None:
     from agentcredit.testbed.warmstart import WarmStartConfig
     from agentcredit.credit.config import validate_credit_config
     from agentcredit.env.factory import browser_kwargs
-    from agentcredit.secret_keys import ENV_VARS, secret_values_in_config
+    from agentcredit.common.secret_keys import ENV_VARS, secret_values_in_config
 
     missing = missing_values(cfg)
     if missing:

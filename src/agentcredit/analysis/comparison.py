@@ -1,5 +1,5 @@
 """Summarising a comparison's runs per arm (scripts/compare.py); reading, exporting and restoring the runs is
-`agentcredit.comparison_runs` (its names are re-exported here).
+`agentcredit.analysis.comparison_runs` (its names are re-exported here).
 
 Per arm, over seeds: final held-out accuracy (mean, 95% t-interval), the area under the training-reward
 curve (the mean of ``train/reward`` over steps, i.e. the area divided by the number of steps), policy
@@ -7,7 +7,7 @@ tokens generated per step (rollouts and continuations), step time, ProVer's acce
 verified groups) and continuation-token overhead (Σ extra tokens / Σ rollout tokens), TRACE's δ mean and
 spread. ``paired`` compares a run metric of each arm with a reference arm seed by seed; ``verdicts`` gives
 each arm's verdict against the reference (budget-matched GRPO where present, else GRPO), overall and per hop
-count, from the statistics of ``agentcredit.comparison_stats``.
+count, from the statistics of ``agentcredit.analysis.comparison_stats``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentcredit.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
+from agentcredit.analysis.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
     STEP_COLUMNS,
     Run,
     UnreadableRun,
@@ -30,7 +30,7 @@ from agentcredit.comparison_runs import (  # noqa: F401  (re-exported: the compa
     read_runs,
     restore_finished,
 )
-from agentcredit.comparison_stats import (  # noqa: F401  (mean_ci, detectable_difference: re-exported)
+from agentcredit.analysis.comparison_stats import (  # noqa: F401  (mean_ci, detectable_difference: re-exported)
     Comparison,
     compare_pair,
     decide,

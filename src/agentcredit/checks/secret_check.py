@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 
-from agentcredit.secret_keys import ENV_VARS, refuse_secret_overrides, secret_values_in_config
+from agentcredit.common.secret_keys import ENV_VARS, refuse_secret_overrides, secret_values_in_config
 
 MAX_COMBINATIONS = 64
 

@@ -27,12 +27,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from agentcredit.configs import ConfigError, plain, run_dir_path
+from agentcredit.common.configs import ConfigError, plain, run_dir_path
 from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
 from agentcredit.lit.run_lock import FolderInUse, hold_run_folder, launching_rank
-from agentcredit import preemption
-from agentcredit.preemption import Preempted, is_sigterm_stop
-from agentcredit.validation import prepare_config
+from agentcredit.run import preemption
+from agentcredit.run.preemption import Preempted, is_sigterm_stop
+from agentcredit.checks.validation import prepare_config
 from agentcredit.world.user import UserDataError
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def run(cfg: DictConfig) -> float:
 
 
 def train_in(cfg: DictConfig, run_dir: Path) -> float:
-    """`run` in a folder this process holds; a SIGTERM ends it with `Preempted` (agentcredit/preemption.py)."""
+    """`run` in a folder this process holds; a SIGTERM ends it with `Preempted` (agentcredit/run/preemption.py)."""
     # The held-out test after training; its test_summary.json is what marks a run finished.
     final_test = bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0
     plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"), finished_mark=final_test)
@@ -142,7 +142,7 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     cfg = with_checkpoint(cfg, plan.ckpt_path)
     import lightning as L
 
-    from agentcredit.compose import build_components, build_module, build_trainer
+    from agentcredit.run.compose import build_components, build_module, build_trainer
     from agentcredit.lit.wandb_logger import finish_wandb
 
     threads = job_threads(cfg.get("threads", "auto"), cfg.model.get("kind"))
@@ -250,7 +250,7 @@ def record_failure(out: Path, err: BaseException) -> Path | str:
 
 def one_line_kind(err: BaseException) -> str | None:
     """The prefix of errors a user can act on from one line (no traceback), None for the rest."""
-    from agentcredit.checkpoint_file import CheckpointError
+    from agentcredit.common.checkpoint_file import CheckpointError
 
     kinds = [(ConfigError, "config error"), (UserDataError, "data error"), (CheckpointError, "checkpoint error"),
              (DiskFull, "disk full")]

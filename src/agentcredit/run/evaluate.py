@@ -27,10 +27,10 @@ from omegaconf import DictConfig
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.configs import ConfigError, compose_config
+from agentcredit.common.configs import ConfigError, compose_config
 from agentcredit.env.reward import normalize_answer
 from agentcredit.records import atomic_write_text, json_line
-from agentcredit.validation import prepare_config
+from agentcredit.checks.validation import prepare_config
 from agentcredit.world.types import Question
 
 SPLITS = ("train", "val", "test")
@@ -68,7 +68,7 @@ def merge_overrides(first: Sequence[str], then: Sequence[str]) -> list[str]:
 
 def check_evaluation_settings(cfg: DictConfig) -> None:
     """The keys conf/eval.yaml adds to the run config, each failure one ConfigError line."""
-    from agentcredit import config_checks as checks
+    from agentcredit.checks import config_checks as checks
 
     settings = {key: cfg.get(key) for key in ("split", "n", "temperature", "batch_size", "eval_seed", "oracle_queries")}
     try:
@@ -104,7 +104,7 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
 def read_policy_state(ckpt_path: str) -> tuple[dict, int]:
     """(the policy's weights, the training step) of a Lightning checkpoint of this project (its `policy.`
     state_dict entries); a checkpoint that holds none is one CheckpointError line."""
-    from agentcredit.checkpoint_file import CheckpointError, read_checkpoint
+    from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint
 
     prefix = "policy."
     checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
@@ -117,7 +117,7 @@ def read_policy_state(ckpt_path: str) -> tuple[dict, int]:
 
 def check_policy_fits(policy, state: dict, ckpt_path: str) -> None:
     """One CheckpointError line when `state` (from `ckpt_path`) does not fit the configured policy's names and shapes."""
-    from agentcredit.checkpoint_file import CheckpointError, state_dict_problem
+    from agentcredit.common.checkpoint_file import CheckpointError, state_dict_problem
 
     problem = state_dict_problem(policy.state_dict(), state)
     if problem:
@@ -160,7 +160,7 @@ def rollout_questions(components, questions: Sequence[Question], temperature: fl
 @dataclass
 class Evaluation:
     cfg: DictConfig  # as `evaluation_config` returned it
-    components: Any  # agentcredit.compose.Components
+    components: Any  # agentcredit.run.compose.Components
     questions: list[Question]
     trajectories: list[Trajectory]  # one per question, in order
     seconds: float  # the rollouts' wall time (building and loading excluded)

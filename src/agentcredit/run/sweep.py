@@ -7,7 +7,7 @@
   long sweep, and lets scripts and CI notice them.
 - A SIGTERM (a scheduler's preemption) stops the sweep: the job in progress saves and stops, later jobs
   do not start, and the summary lists the jobs that finished, the one interrupted and those that did
-  not run, with the command that continues the sweep; exit status 143 (agentcredit/preemption.py).
+  not run, with the command that continues the sweep; exit status 143 (agentcredit/run/preemption.py).
   A job whose folder another run holds (lit/run_lock.py) is listed too, and the sweep ends with status 1.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from agentcredit import preemption
-from agentcredit.paths import stable_hash
-from agentcredit.secret_keys import is_secret_key, secret_value_kind
+from agentcredit.run import preemption
+from agentcredit.common.paths import stable_hash
+from agentcredit.common.secret_keys import is_secret_key, secret_value_kind
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:+@%-]")

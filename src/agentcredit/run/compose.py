@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from agentcredit.agent.chat import ChatFormat
 from agentcredit.agent.protocol import SYSTEM_PROMPT, system_prompt
 from agentcredit.agent.rollout import RolloutConfig
-from agentcredit.configs import ConfigError, compose_config, plain, run_dir_path
+from agentcredit.common.configs import ConfigError, compose_config, plain, run_dir_path
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.factory import make_env_factory
 from agentcredit.env.reward import make_reward_fn

@@ -14,7 +14,7 @@ from typing import Any
 def config_dir() -> Path:
     """The Hydra config groups, shipped inside the package (the checkout's `conf/` links here), so that
     scripts and an installed package compose the same config as `python train.py`."""
-    return Path(__file__).resolve().parent / "conf"
+    return Path(__file__).resolve().parents[1] / "conf"
 
 
 def cache_dir() -> Path:
