@@ -15,15 +15,17 @@ from agentcredit.run.train import job_threads
 from tiny_runs import hydra_cli, tiny_config
 
 
-@pytest.mark.parametrize("threads,kind,expected", [
-    ("auto", "tiny", 1),     # the testbed model: one thread
-    ("auto", "hf", None),    # a real model: torch's default (None leaves it alone)
-    ("auto", "smollm2_135m", None),
-    (3, "tiny", 3),          # an integer wins over the rule, for every model
-    (2, "hf", 2),
+@pytest.mark.parametrize("threads,kind,hidden,expected", [
+    ("auto", "tiny", 128, 1),     # the testbed model: one thread
+    ("auto", "tiny", None, 1),
+    ("auto", "tiny", 576, None),  # a tiny-kind model in SmolLM2's shape (scripts/gpu_check.sh): torch's default
+    ("auto", "hf", None, None),   # a real model: torch's default (None leaves it alone)
+    ("auto", "smollm2_135m", None, None),
+    (3, "tiny", 128, 3),          # an integer wins over the rule, for every model
+    (2, "hf", None, 2),
 ])
-def test_auto_is_one_thread_for_the_tiny_model_and_torchs_default_for_real_ones(threads, kind, expected):
-    assert job_threads(threads, kind) == expected
+def test_auto_is_one_thread_for_the_tiny_model_and_torchs_default_for_real_ones(threads, kind, hidden, expected):
+    assert job_threads(threads, kind, hidden) == expected
 
 
 def test_the_default_config_says_auto_and_experiments_override_it_plainly():

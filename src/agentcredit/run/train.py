@@ -112,14 +112,20 @@ def stopped_at(trainer, stage: str) -> Preempted:
     return Preempted(step=int(trainer.global_step), saved=saved, stage=stage)
 
 
-def job_threads(threads: int | str, model_kind: str | None) -> int | None:
+TESTBED_MAX_HIDDEN = 256  # widths the testbed's own presets use (128); a tiny-kind model past it is a real shape
+
+
+def job_threads(threads: int | str, model_kind: str | None, hidden_size: int | None = None) -> int | None:
     """torch's intra-op threads for the job (`threads`, checked by validation): an integer as given; `auto`
-    1 for the tiny testbed model and None (torch's default) for real ones. The tiny model's operations are
-    too small to gain from splitting, and a float sum split over threads adds in an order that depends on
-    the thread count, so one thread also gives every host of a CPU family the same closing line."""
+    1 for the tiny testbed model and None (torch's default) for real ones and for a tiny-kind model built in a
+    real model's shape (hidden_size past TESTBED_MAX_HIDDEN, as scripts/gpu_check.sh builds SmolLM2's). The
+    testbed model's operations are too small to gain from splitting, and a float sum split over threads adds in
+    an order that depends on the thread count, so one thread also gives every host of a CPU family the same
+    closing line."""
     if threads != "auto":
         return int(threads)
-    return 1 if model_kind == "tiny" else None
+    testbed_sized = hidden_size is None or int(hidden_size) <= TESTBED_MAX_HIDDEN
+    return 1 if model_kind == "tiny" and testbed_sized else None
 
 
 def run(cfg: DictConfig) -> float:
@@ -145,7 +151,7 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     from agentcredit.run.compose import build_components, build_module, build_trainer
     from agentcredit.lit.wandb_logger import finish_wandb
 
-    threads = job_threads(cfg.get("threads", "auto"), cfg.model.get("kind"))
+    threads = job_threads(cfg.get("threads", "auto"), cfg.model.get("kind"), cfg.model.get("hidden_size"))
     if threads is not None:
         torch.set_num_threads(threads)
     failed = True
