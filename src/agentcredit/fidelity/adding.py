@@ -191,7 +191,7 @@ def add_question(cfg: DictConfig, record: dict, question, components, methods, e
     print(f"add_to: question {index} re-sampled identically ({resampled_s:.1f} s)", file=sys.stderr, flush=True)
     return {"index": index, "question_id": record["question_id"], "settings": settings, "methods": [m.label for m in methods],
             "credit": [{label: credits[label][g] for label in credits} for g in range(len(trajectories))],
-            "cost": costs}
+            "cost": costs, "notes": {m.label: m.note for m in methods if m.note}}
 
 
 def merged(addition: Addition) -> list[dict]:
@@ -202,6 +202,9 @@ def merged(addition: Addition) -> list[dict]:
         record = dict(record, settings=addition.settings, methods=addition.stored + addition.new)
         record["rollouts"] = [dict(r, credit={**r["credit"], **c}) for r, c in zip(record["rollouts"], entry["credit"])]
         record["cost"] = dict(record["cost"], methods={**record["cost"]["methods"], **entry["cost"]})
+        notes = {**record.get("notes", {}), **entry.get("notes", {})}
+        if notes:
+            record["notes"] = notes
         out.append(record)
     return out
 

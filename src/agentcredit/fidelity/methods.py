@@ -46,6 +46,7 @@ class MethodUnderTest:
     method: Any  # credit.registry.CreditMethod
     credit: Any  # credit.config.CreditConfig
     inputs: Any  # lit.credit_inputs.CreditInputs
+    note: str = ""  # what the table must say beside its figures (a learned critic's head: trained or not)
 
 
 def compose_method(label: str, overrides: Sequence[str], config_name: str = "fidelity"):
@@ -71,6 +72,29 @@ def build_methods(labels: Sequence[str], overrides: Sequence[str], components) -
         method = get_credit(credit.name)
         out.append(MethodUnderTest(label, method, credit, build_credit_inputs(cfg, components, credit, method, references)))
     return out
+
+
+UNTRAINED_HEAD = "untrained head (no checkpoint: V = 0 at every state, so its credit is the discounted outcome)"
+
+
+def set_critic_heads(methods: Sequence[MethodUnderTest], ckpt_path: str | None) -> None:
+    """Every method that reads a learned critic's values measures the head trained with the checkpoint's
+    policy (`lit.critic.load_trained_head`); a checkpoint without one is one CheckpointError line, never a
+    fresh head in its place. Without a checkpoint the head stays fresh, and its note says so."""
+    critics = [m for m in methods if m.inputs.critic is not None]
+    if not critics:
+        return
+    if not ckpt_path:
+        for entry in critics:
+            entry.note = UNTRAINED_HEAD
+        return
+    from agentcredit.common.checkpoint_file import read_checkpoint
+    from agentcredit.lit.critic import load_trained_head
+
+    checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # once for every critic method
+    for entry in critics:
+        step = load_trained_head(entry.inputs.critic, ckpt_path, checkpoint)
+        entry.note = f"trained head of {ckpt_path} (step {step})"
 
 
 def turn_credit(advantages: torch.Tensor, turn_ids: Sequence[int], loss_mask: Sequence[int], num_turns: int,

@@ -141,6 +141,7 @@ def measure_question(cfg: DictConfig, index: int, question, components, methods,
         })
     return {"index": index, "question_id": question.id, "question": question.text, "gold_answer": question.answer,
             "settings": settings, "methods": [m.label for m in methods], "rollouts": rollouts,
+            "notes": {m.label: m.note for m in methods if m.note},
             "cost": {"rollout": rollout_cost, "truth": truth_cost, "methods": method_costs}}
 
 
@@ -211,7 +212,7 @@ def load_policy_and_methods(cfg: DictConfig, command_overrides: Sequence[str], p
     from agentcredit.agent.engines import build_engine
     from agentcredit.run.compose import build_components
     from agentcredit.run.evaluate import apply_policy_state, check_policy_fits, evaluation_questions, read_policy_state
-    from agentcredit.fidelity.methods import build_methods
+    from agentcredit.fidelity.methods import build_methods, set_critic_heads
 
     # The checkpoint is read once, before any model loads; its weights replace the initial ones only after
     # the references copied those, as in training.
@@ -220,6 +221,7 @@ def load_policy_and_methods(cfg: DictConfig, command_overrides: Sequence[str], p
     if state is not None:
         check_policy_fits(components.policy, state, cfg.ckpt_path)  # another model: one line, before the references
     methods = build_methods([str(m) for m in cfg.methods], measured_overrides(cfg, command_overrides), components)
+    set_critic_heads(methods, cfg.ckpt_path)  # a learned critic's trained head, or one line saying why not
     if state is not None:
         apply_policy_state(components.policy, state, cfg.ckpt_path)
     components.policy.eval()

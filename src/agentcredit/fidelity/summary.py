@@ -182,6 +182,7 @@ def summarise(records: list[dict], threshold: float = 0.25, n_boot: int = 1000, 
         "threshold": threshold,
         "bootstrap": n_boot,
         "ceiling": ceiling_figures(table, draws),
+        "notes": {label: note for rec in records for label, note in rec.get("notes", {}).items()},
         "methods": {label: method_figures(table, label, draws, threshold, ref) for label in labels},
         "cost": {
             "rollout_tokens": sum(c["rollout"]["tokens"] for c in costs),
@@ -251,7 +252,8 @@ def markdown(summary: dict, reference: str = "grpo") -> str:
     tail = (f"\nGround truth: {truth['measured']:.0f} states measured for {truth['states']:.0f} acting states "
             f"(identical states shared), {truth['tokens']:.0f} tokens, {truth['seconds']:.0f} s; the rollouts "
             f"{summary['cost']['rollout_tokens']:.0f} tokens, {summary['cost']['rollout_s']:.0f} s.\n")
-    return head + "\n" + "\n".join(lines) + "\n\nWithin-rollout ρ by action kind:\n\n" + "\n".join(by_kind) + "\n" + tail
+    notes = "".join(f"\n\n{label}: {note}." for label, note in summary.get("notes", {}).items())
+    return head + "\n" + "\n".join(lines) + notes + "\n\nWithin-rollout ρ by action kind:\n\n" + "\n".join(by_kind) + "\n" + tail
 
 
 def plot(records: list[dict], path: Path) -> Path:

@@ -174,3 +174,41 @@ class TurnCritic(nn.Module):
     def load_optimizer_state(self, state: dict | None) -> None:
         if state is not None:
             self.optimizer.load_state_dict(state)
+
+
+CHECKPOINT_PREFIX = "critic."  # the LightningModule's attribute: its head's weights are `critic.head.*` in state_dict
+
+
+def trained_head_state(ckpt_path: str, checkpoint: dict | None = None) -> tuple[dict, int]:
+    """(the value head's weights, the training step) of a checkpoint of a run trained with a learned critic
+    (credit=turn-critic); `checkpoint` when already read. A checkpoint without them (a GRPO run's, say) is one
+    CheckpointError line: a measurement must never stand in a fresh head for the trained one."""
+    from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint
+
+    if checkpoint is None:
+        checkpoint = read_checkpoint(ckpt_path, weights_only=False)  # our own file: trusted
+    weights = checkpoint.get("state_dict")
+    state = ({k[len(CHECKPOINT_PREFIX):]: v for k, v in weights.items() if str(k).startswith(CHECKPOINT_PREFIX)}
+             if isinstance(weights, dict) else {})
+    if not state:
+        raise CheckpointError(f"{ckpt_path} holds no turn-critic value head (critic.* weights); it was not trained "
+                              "with credit=turn-critic, so its critic cannot be measured: measure a turn-critic run's "
+                              "checkpoint, or leave turn_critic out of methods")
+    return state, int(checkpoint.get("global_step", 0))
+
+
+def load_trained_head(critic: TurnCritic, ckpt_path: str, checkpoint: dict | None = None) -> int:
+    """Replace `critic`'s head with the one saved in `ckpt_path` (and its Adam state); returns the step it was
+    saved at. A head of another width (another model's hidden size) is one CheckpointError line."""
+    from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint, state_dict_problem
+
+    if checkpoint is None:
+        checkpoint = read_checkpoint(ckpt_path, weights_only=False)
+    state, step = trained_head_state(ckpt_path, checkpoint)
+    problem = state_dict_problem(critic.state_dict(), state)
+    if problem:
+        raise CheckpointError(f"{ckpt_path}: its turn-critic head does not fit the configured model ({problem})")
+    with torch.no_grad():
+        critic.load_state_dict(state, strict=True)
+    critic.load_optimizer_state(checkpoint.get("critic_optimizer"))
+    return step

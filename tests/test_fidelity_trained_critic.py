@@ -1,0 +1,97 @@
+"""The fidelity instrument measures a learned critic's *trained* head when given a checkpoint: the head saved
+with the policy (lit.critic.load_trained_head), a checkpoint without one as one line, and without a
+checkpoint the table says the head is untrained."""
+
+from __future__ import annotations
+
+import json
+from unittest import mock
+
+import pytest
+import torch
+
+from agentcredit.common.checkpoint_file import CheckpointError
+from agentcredit.lit.critic import TurnCritic, load_trained_head
+from test_credit_critic import ParityReward, head
+from test_credit_fidelity_script import fidelity_cli
+from tiny_runs import TINY, train_tiny
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+KNOBS = dict(lr=1e-3, epochs=1, gamma=1.0, gae_lambda=0.95)
+
+
+def _saved_head(width: int, seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    shapes = {"head.0.weight": (64, width), "head.0.bias": (64,), "head.2.weight": (1, 64), "head.2.bias": (1,)}
+    return {f"critic.{k}": torch.randn(s, generator=generator) for k, s in shapes.items()}
+
+
+def test_the_saved_head_replaces_the_fresh_one():
+    critic = TurnCritic(8, **KNOBS)
+    saved = _saved_head(8, seed=1)
+    step = load_trained_head(critic, "run.ckpt", {"state_dict": {"policy.w": torch.zeros(2), **saved}, "global_step": 7})
+    assert step == 7
+    for key, value in critic.state_dict().items():
+        assert torch.equal(value, saved[f"critic.{key}"]), key
+    # V of a known feature through the loaded weights: tanh(W0 x + b0) · w2 + b2
+    x = torch.ones(1, 8)
+    expected = torch.tanh(x @ saved["critic.head.0.weight"].T + saved["critic.head.0.bias"]) @ saved["critic.head.2.weight"].T
+    assert critic(x).item() == pytest.approx((expected + saved["critic.head.2.bias"]).item(), rel=1e-6)
+
+
+def test_a_checkpoint_without_a_head_or_with_another_width_is_one_line():
+    with pytest.raises(CheckpointError, match="grpo.ckpt holds no turn-critic value head") as err:
+        load_trained_head(TurnCritic(8, **KNOBS), "grpo.ckpt", {"state_dict": {"policy.w": torch.zeros(2)}})
+    assert "\n" not in str(err.value)
+    with pytest.raises(CheckpointError, match="does not fit the configured model"):
+        load_trained_head(TurnCritic(8, **KNOBS), "wide.ckpt", {"state_dict": _saved_head(16, seed=1)})
+
+
+RUN = ["credit.critic_lr=0.05", "logger=csv", "trainer.max_steps=1", "trainer.val_check_interval=1",
+       "checkpoint.every_n_steps=1", "rollout.group_size=3"]
+
+
+def test_the_instrument_measures_the_head_trained_with_the_checkpoint(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("agentcredit.run.compose.make_reward_fn", lambda env_cfg: ParityReward())
+    train_tiny(tmp_path / "run", "credit=turn-critic", *RUN)
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    saved = head(ckpt)
+    assert saved["critic.head.2.weight"].abs().sum() > 0  # a fresh head's last layer is 0: one step moved it
+
+    import agentcredit.fidelity.methods as fm
+
+    measured = []
+    set_heads = fm.set_critic_heads
+    out = tmp_path / "fid"
+    with mock.patch("agentcredit.fidelity.methods.set_critic_heads",
+                    side_effect=lambda methods, path: set_heads(methods, path) or measured.extend(methods)):
+        fidelity_cli(*TINY, f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=0",
+                     "methods=[grpo,turn_critic]", f"hydra.run.dir={out}")
+    critic = next(m for m in measured if m.label == "turn_critic").inputs.critic
+    assert critic.state_dict().keys() == {k[len("critic."):] for k in saved}
+    for key, value in critic.state_dict().items():
+        assert torch.equal(value, saved[f"critic.{key}"]), key
+    assert next(m for m in measured if m.label == "grpo").note == ""
+    note = f"turn_critic: trained head of {ckpt} (step 1)."
+    assert note in (out / "fidelity.md").read_text()
+    assert json.loads((out / "fidelity.json").read_text())["notes"] == {"turn_critic": note[len("turn_critic: "):-1]}
+
+
+def test_a_grpo_checkpoint_is_one_line_and_no_fresh_head(tmp_path, capsys):
+    train_tiny(tmp_path / "run", "credit=grpo", *RUN)
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    with pytest.raises(SystemExit) as exit_info:
+        fidelity_cli(*TINY, f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "methods=[grpo,turn_critic]",
+                     f"hydra.run.dir={tmp_path / 'fid'}")
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("checkpoint error:") and "holds no turn-critic value head" in err[-1]
+    assert not (tmp_path / "fid" / "turns.jsonl").exists() or not (tmp_path / "fid" / "turns.jsonl").read_text()
+
+
+def test_without_a_checkpoint_the_table_says_the_head_is_untrained(tmp_path, capsys):
+    out = tmp_path / "fid"
+    fidelity_cli(*TINY, "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=0", "methods=[grpo,turn_critic]",
+                 f"hydra.run.dir={out}")
+    table = (out / "fidelity.md").read_text()
+    assert "turn_critic: untrained head (no checkpoint" in table and "grpo:" not in table
