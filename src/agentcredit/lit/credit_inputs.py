@@ -106,16 +106,21 @@ class InputRequest:
 InputBuilder = Callable[[InputRequest], tuple[object, dict]]
 
 
-def _reference_scores(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+def _gold_answer_scores(req: InputRequest, scorer: str, log_key: str) -> tuple[list[torch.Tensor], dict]:
+    """Mean gold-answer log-probabilities after every S_k by one scorer (`reference_scores` or
+    `policy_scores` of CreditInputs), and the seconds the scoring took."""
     t0 = time.perf_counter()
-    scores = [s.float().cpu() for s in req.inputs.reference_scores(req.trajectories, req.question)]
-    return scores, {"scoring_s": time.perf_counter() - t0, "mean_logprobs": [s.tolist() for s in scores]}
+    scores = [s.float().cpu() for s in getattr(req.inputs, scorer)(req.trajectories, req.question)]
+    return scores, {"scoring_s": time.perf_counter() - t0, log_key: [s.tolist() for s in scores]}
+
+
+def _reference_scores(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
+    return _gold_answer_scores(req, "reference_scores", "mean_logprobs")
 
 
 def _policy_scores(req: InputRequest) -> tuple[list[torch.Tensor], dict]:
-    t0 = time.perf_counter()
-    scores = [s.float().cpu() for s in req.inputs.policy_scores(req.trajectories, req.question)]
-    logs = {"scoring_s": time.perf_counter() - t0, "policy_scores": [s.tolist() for s in scores]}
+    # the policy's scoring is IGPO's whole extra cost: its tokens are logged against the update's
+    scores, logs = _gold_answer_scores(req, "policy_scores", "policy_scores")
     return scores, {**logs, **scoring_tokens(req.inputs.scoring_items(req.trajectories, req.question))}
 
 
