@@ -1,0 +1,65 @@
+"""Credit fidelity against training gain, one point per arm (agentcredit/analysis/fidelity_vs_gain.py), drawn
+from committed files only: the long preset's fidelity table and the long-horizon comparison's summaries.
+
+    python scripts/fidelity_vs_gain.py
+    python scripts/fidelity_vs_gain.py --fidelity docs/results/fidelity/long_base/fidelity.json \\
+        --comparison docs/results/compare_long --out docs/results/fidelity_vs_gain
+
+Writes <out>.png and <out>.json (the plotted numbers) and prints the rank correlation of fidelity and gain
+across arms with its bootstrap interval, the arms it rests on, and the methods with fidelity but no run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agentcredit.analysis.fidelity_vs_gain import Settings, chart_numbers, plot_chart, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fidelity", type=Path, default=ROOT / "docs/results/fidelity/long_base/fidelity.json")
+    parser.add_argument("--comparison", type=Path, default=ROOT / "docs/results/compare_long")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/results/fidelity_vs_gain",
+                        help="path without suffix: <out>.png and <out>.json")
+    parser.add_argument("--reference", default="budget_grpo", help="the arm gains are measured against")
+    parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
+    parser.add_argument("--bootstrap-seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.bootstrap < 100:
+        parser.error(f"--bootstrap must be >= 100, got {args.bootstrap}")
+    if not args.comparison.is_dir():
+        parser.error(f"--comparison {args.comparison} is not a folder of exported run summaries")
+    settings = Settings(reference=args.reference, n_boot=args.bootstrap, seed=args.bootstrap_seed)
+    try:
+        numbers = chart_numbers(args.fidelity, args.comparison, settings, root=ROOT)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"fidelity_vs_gain: {err}") from None
+    for line in numbers["runs_left_out"]:
+        print(f"[fidelity_vs_gain] warning: {line}", file=sys.stderr)
+    json_path = write_json(numbers, args.out.with_suffix(".json"))
+    png = plot_chart(numbers, args.out.with_suffix(".png"))
+    for p in numbers["arms"]:
+        f, g = p["fidelity"], p["gain_points"]
+        fid = "no fidelity measured" if f is None else f"fidelity {f['value']:+.3f} [{f['lo']:+.3f}, {f['hi']:+.3f}]"
+        ci = "" if g["lo"] is None else f" [{g['lo']:+.1f}, {g['hi']:+.1f}]"
+        print(f"{p['arm']:>18}: {fid}; gain {g['value']:+.1f}{ci} points (bootstrap over {p['bootstrap_over']})")
+    rho = numbers["spearman"]
+    if rho["rho"] is None:
+        print(f"Spearman rho: not defined with {rho['arms']} arms (needs 3)")
+    else:
+        print(f"Spearman rho(fidelity, gain) = {rho['rho']:.2f}, 95% bootstrap interval over arms "
+              f"[{rho['lo']:.2f}, {rho['hi']:.2f}] ({rho['resamples_used']} of {rho['bootstrap']} resamples had "
+              f"no constant variable); rests on {rho['arms']} arms")
+    print(numbers["per_hop_note"])
+    print("fidelity measured, no comparison run yet: " + (", ".join(numbers["methods_without_comparison"]) or "none"))
+    print(f"[fidelity_vs_gain] wrote {png} and {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

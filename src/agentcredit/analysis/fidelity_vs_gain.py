@@ -1,0 +1,214 @@
+"""Does credit fidelity predict training gain? One point per arm of a comparison: x = the within-rollout credit
+fidelity of the arm's credit method on the same preset's base policy (Spearman ρ of its turn credit against Monte
+Carlo ground truth, with its bootstrap interval over questions, from a committed fidelity.json), y = the arm's
+test accuracy minus the reference arm's (budget-matched GRPO), in points, paired by seed, with the comparison's
+own bootstrap interval (over seeds and questions where the runs kept per-question outcomes, else over seeds
+alone; agentcredit.analysis.comparison.verdicts). Per hop count a panel of the same, where per-question
+outcomes exist. Across arms, Spearman's rank correlation of fidelity and gain (scipy.stats.spearmanr) with a
+bootstrap interval over arms (resamples in which either variable is constant have no rank correlation and are
+left out; their count is reported).
+
+    python scripts/fidelity_vs_gain.py       # docs/results/fidelity_vs_gain.{png,json} from committed files only
+
+Reads only what `fidelity_path` and `comparison_folder` name; nothing is measured or trained here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from agentcredit.analysis.comparison import VerdictSettings, by_arm, verdicts
+from agentcredit.analysis.comparison_runs import read_runs
+
+# Comparison arm -> the fidelity method that measures its credit. Budget-matched GRPO's credit is GRPO's (it
+# widens the group, the advantage is the same), so it shares GRPO's fidelity. Written out, never guessed from
+# names: an arm missing here is reported as having no fidelity measurement.
+ARM_TO_FIDELITY_METHOD = {
+    "grpo": "grpo",
+    "budget_grpo": "grpo",
+    "trace": "trace",
+    "prover_heuristic": "prover_heuristic",
+    "prover_random": "prover_random",
+    "gigpo": "gigpo",
+    "spo_chain": "spo_chain",
+    "mc_value": "mc_value",
+    "gold_evidence": "gold_evidence",
+    "igpo": "igpo",
+    "turn_critic": "turn_critic",
+    "trace_policy_scorer": "trace_policy_scorer",
+    "trace_k0": "trace_k0",
+    "trace_k1": "trace_k1",
+    "trace_k5": "trace_k5",
+    "trace_raw": "trace_raw",
+    "trace_linear": "trace_linear",
+    "trace_alpha1": "trace_alpha1",
+    "trace_no_fill": "trace_no_fill",
+}
+
+FIDELITY = "within_rho"  # fidelity.json's within-rollout Spearman ρ (docs/fidelity.md)
+
+
+@dataclass
+class Settings:
+    reference: str = "budget_grpo"
+    alpha: float = 0.05
+    n_boot: int = 10_000
+    seed: int = 0
+
+
+def _interval(value: float, lo: float | None, hi: float | None) -> dict:
+    return {"value": _round(value), "lo": _round(lo), "hi": _round(hi)}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def read_fidelity(path: Path) -> dict[str, dict]:
+    """method -> {"value", "lo", "hi"} of its within-rollout ρ; one ValueError line for a file without them."""
+    try:
+        methods = json.loads(Path(path).read_text())["methods"]
+        return {name: _interval(m[FIDELITY]["value"], m[FIDELITY]["lo"], m[FIDELITY]["hi"])
+                for name, m in methods.items()}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: no within-rollout fidelity per method ({type(err).__name__}: {err})") from None
+
+
+def spearman_with_interval(x: list[float], y: list[float], level: float, n_boot: int, seed: int) -> dict:
+    """ρ over the arms, and a percentile bootstrap interval from resampling arms with replacement (numpy's
+    default_rng(seed)); resamples with a constant x or y are left out (no rank correlation exists there)."""
+    n = len(x)
+    if n < 3:
+        return {"rho": None, "lo": None, "hi": None, "arms": n, "resamples_used": 0, "bootstrap": n_boot}
+    rho = float(stats.spearmanr(x, y).statistic)
+    rng = np.random.default_rng(seed)
+    xs, ys, kept = np.asarray(x), np.asarray(y), []
+    for _ in range(n_boot):
+        pick = rng.integers(n, size=n)
+        if np.ptp(xs[pick]) == 0 or np.ptp(ys[pick]) == 0:
+            continue
+        kept.append(stats.spearmanr(xs[pick], ys[pick]).statistic)
+    lo, hi = (np.quantile(kept, [(1 - level) / 2, (1 + level) / 2]) if kept else (None, None))
+    return {"rho": _round(rho), "lo": _round(None if lo is None else float(lo)), "hi": _round(None if hi is None else float(hi)),
+            "arms": n, "resamples_used": len(kept), "bootstrap": n_boot}
+
+
+def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settings, root: Path | None = None) -> dict:
+    """Everything the chart plots and its notes say, as plain JSON-able numbers (paths relative to `root`)."""
+    fidelity = read_fidelity(fidelity_path)
+    runs, left_out = read_runs(comparison_folder)
+    arms = by_arm(runs)
+    if settings.reference not in arms:
+        raise ValueError(f"{comparison_folder} holds no {settings.reference!r} runs to measure gains against")
+    verdict_settings = VerdictSettings(settings.reference, 2.0, settings.alpha, settings.n_boot, settings.seed)
+    families = verdicts(runs, verdict_settings)
+
+    def point(c) -> dict:
+        method = ARM_TO_FIDELITY_METHOD.get(c.arm)
+        return {"arm": c.arm, "fidelity_method": method, "fidelity": fidelity.get(method),
+                "gain_points": _interval(c.diff, *(c.ci or (None, None))), "seeds": c.seeds,
+                "bootstrap_over": c.resampled()}
+
+    overall = [point(c) for c in families.get(None, [])]
+    per_hop = {str(h): [point(c) for c in family] for h, family in families.items() if h is not None}
+    plotted = [p for p in overall if p["fidelity"] is not None]
+    x = [p["fidelity"]["value"] for p in plotted]
+    y = [p["gain_points"]["value"] for p in plotted]
+    compared_methods = {ARM_TO_FIDELITY_METHOD.get(a) for a in arms}
+    show = (lambda p: str(Path(p).resolve().relative_to(root.resolve()))) if root else str
+    records = any(r.outcomes is not None for r in runs)
+    return {
+        "fidelity_source": show(fidelity_path),
+        "comparison_source": show(comparison_folder),
+        "fidelity_measure": "within-rollout Spearman rho of turn credit against Monte Carlo ground truth "
+                            "(95% bootstrap interval over questions)",
+        "reference": settings.reference,
+        "reference_fidelity": fidelity.get(ARM_TO_FIDELITY_METHOD.get(settings.reference)),
+        "gain_measure": f"test accuracy minus {settings.reference}, points, paired by seed; "
+                        f"{100 * (1 - settings.alpha):g}% percentile bootstrap ({settings.n_boot} resamples, seed "
+                        f"{settings.seed}) over " + ("seeds and questions" if records else
+                                                     "seeds alone (the runs kept no per-question outcomes)"),
+        "arms": overall,
+        "per_hop": per_hop,
+        "per_hop_note": ("per hop count: one panel each" if per_hop else
+                         "no per-hop panels: the comparison's runs kept no per-question outcomes (test_outcomes.jsonl)"),
+        "spearman": spearman_with_interval(x, y, 1 - settings.alpha, settings.n_boot, settings.seed),
+        "arms_without_fidelity": sorted(p["arm"] for p in overall if p["fidelity"] is None),
+        "methods_without_comparison": sorted(m for m in fidelity if m not in compared_methods),
+        "runs_left_out": left_out,
+    }
+
+
+def write_json(numbers: dict, path: Path) -> Path:
+    from agentcredit.records import atomic_write_text
+
+    atomic_write_text(path, json.dumps(numbers, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def _panel(ax, points: list[dict], reference: str, reference_fidelity: dict | None, title: str) -> None:
+    for p in points:
+        if p["fidelity"] is None:
+            continue
+        f, g = p["fidelity"], p["gain_points"]
+        xerr = [[f["value"] - f["lo"]], [f["hi"] - f["value"]]]
+        yerr = None if g["lo"] is None else [[g["value"] - g["lo"]], [g["hi"] - g["value"]]]
+        ax.errorbar(f["value"], g["value"], xerr=xerr, yerr=yerr, fmt="o", capsize=3)
+        ax.annotate(p["arm"], (f["value"], g["value"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    if reference_fidelity is not None:
+        ax.plot([reference_fidelity["value"]], [0.0], marker="s", color="black")
+        ax.annotate(f"{reference} (reference)", (reference_fidelity["value"], 0.0), textcoords="offset points",
+                    xytext=(5, -12), fontsize=8)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.axvline(0.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("within-rollout credit fidelity (Spearman ρ vs Monte Carlo)")
+    ax.set_ylabel(f"test accuracy − {reference} (points)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+
+
+def plot_chart(numbers: dict, path: Path) -> Path:
+    """The overall panel and one panel per hop count (where per-question outcomes exist), the notes beneath;
+    the PNG carries no software or date metadata, so the same numbers give the same bytes."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from agentcredit.records import atomic_write_bytes
+
+    hops = sorted(numbers["per_hop"], key=int)
+    fig, axes = plt.subplots(1, 1 + len(hops), figsize=(6.5 * (1 + len(hops)), 5.6), squeeze=False)
+    rho = numbers["spearman"]
+    shown = ("n/a" if rho["rho"] is None else f"{rho['rho']:.2f} [{rho['lo']:.2f}, {rho['hi']:.2f}]"
+             if rho["lo"] is not None else f"{rho['rho']:.2f}")
+    _panel(axes[0][0], numbers["arms"], numbers["reference"], numbers["reference_fidelity"],
+           f"all test questions; Spearman ρ(fidelity, gain) = {shown} over {rho['arms']} arms")
+    for ax, h in zip(axes[0][1:], hops):
+        _panel(ax, numbers["per_hop"][h], numbers["reference"], numbers["reference_fidelity"], f"{h} hops")
+    missing = ", ".join(numbers["methods_without_comparison"]) or "none"
+    notes = [f"x: {numbers['fidelity_measure']}; {numbers['fidelity_source']}",
+             f"y: {numbers['gain_measure']}; {numbers['comparison_source']}",
+             numbers["per_hop_note"],
+             f"fidelity measured, no comparison run yet (not plotted): {missing}"]
+    fig.text(0.01, 0.01, "\n".join(_wrap(line) for line in notes), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, png.getvalue())
+    return path
+
+
+def _wrap(line: str, width: int = 115) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(line, width))
