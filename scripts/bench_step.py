@@ -247,9 +247,14 @@ def run_side(args, overrides: list[str]) -> dict:
     torch.set_num_threads(args.threads)
     import lightning as L
 
-    from agentcredit.run.compose import build_components, build_module, build_trainer
-    from agentcredit.common.configs import compose_config
-    from agentcredit.checks.validation import prepare_config
+    try:
+        from agentcredit.checks.validation import prepare_config
+        from agentcredit.common.configs import compose_config
+        from agentcredit.run.compose import build_components, build_module, build_trainer
+    except ImportError:  # a revision from before the root modules moved into run/, common/ and checks/
+        from agentcredit.compose import build_components, build_module, build_trainer
+        from agentcredit.configs import compose_config
+        from agentcredit.validation import prepare_config
 
     steps: list[Counter] = []
     instrument(steps)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from agentcredit.agent.cached_attention import prefill_attention
+
 _ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
 
 
@@ -112,14 +114,11 @@ class LeanForward:
         s = len(batch.decode_keys)
         keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill], device=device)
         decode_mask = None
+        full_runs = {(lo, hi): all(k == width for k in batch.decode_keys[lo:hi]) for lo, hi, width in batch.decode_runs}
         if s:
             width = max(batch.decode_keys)
             decode_mask = (torch.arange(width, device=device)[None, :]
                            < torch.tensor(batch.decode_keys, device=device)[:, None])[:, None, None]  # (S, 1, 1, W)
-        # Per prefill run: query j (column start + j) sees columns 0..start + j.
-        prefill_masks = [(torch.arange(start + n, device=device)[None, :]
-                          <= start + torch.arange(n, device=device)[:, None])[None, None]
-                         for _, _, n, start in batch.prefill]
         # Queries of each prefill run (first flat index, count): all its tokens, and in the last
         # layer only its last one (at s + i once the layer is cut to the kept tokens).
         run_queries = [(t0, n) for _, t0, n, _ in batch.prefill]
@@ -154,14 +153,14 @@ class LeanForward:
             keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
             parts = []
             for lo, hi, width in batch.decode_runs:
+                # A run whose slots all read `width` keys needs no mask (always so for a run of one slot).
+                mask = None if full_runs[(lo, hi)] else decode_mask[lo:hi, :, :, :width]
                 out = F.scaled_dot_product_attention(q[lo:hi, :, None], keys[lo:hi, :, :width], values[lo:hi, :, :width],
-                                                     attn_mask=decode_mask[lo:hi, :, :, :width], scale=self.scaling,
-                                                     enable_gqa=gqa)
+                                                     attn_mask=mask, scale=self.scaling, enable_gqa=gqa)
                 parts.append(out[:, :, 0])  # (rows, H, D)
-            for (slot, _, n, start), (first, m), mask in zip(batch.prefill, runs, prefill_masks):
-                out = F.scaled_dot_product_attention(q[first:first + m].transpose(0, 1)[None],
-                                                     keys[slot:slot + 1, :, :start + n], values[slot:slot + 1, :, :start + n],
-                                                     attn_mask=mask[:, :, n - m:], scale=self.scaling, enable_gqa=gqa)
+            for (slot, _, n, start), (first, m) in zip(batch.prefill, runs):
+                out = prefill_attention(q[first:first + m].transpose(0, 1)[None], keys[slot:slot + 1, :, :start + n],
+                                        values[slot:slot + 1, :, :start + n], start, n, self.scaling, gqa)
                 parts.append(out[0].transpose(0, 1))  # (m, H, D)
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
             x = x + F.linear(out.reshape(out.shape[0], -1), attn.o_proj.weight)

@@ -104,7 +104,10 @@ def _copied(buffer: torch.Tensor, slots: torch.Tensor | None, used: int, capacit
     still goes through the attention arithmetic, and a stray NaN there would survive the mask."""
     kept = buffer.shape[0] if slots is None else len(slots)
     rows = kept if rows is None else rows
-    new = buffer.new_zeros((rows, buffer.shape[1], capacity, buffer.shape[3]))
+    new = buffer.new_empty((rows, buffer.shape[1], capacity, buffer.shape[3]))
     head = buffer[:, :, :used]
     new[:kept, :, :used] = head if slots is None else head.index_select(0, slots)
+    # Zero only what the copy left unwritten: the columns are written once, not zeroed and then overwritten.
+    new[:kept, :, used:].zero_()
+    new[kept:].zero_()
     return new
