@@ -95,3 +95,20 @@ def test_without_a_checkpoint_the_table_says_the_head_is_untrained(tmp_path, cap
                  f"hydra.run.dir={out}")
     table = (out / "fidelity.md").read_text()
     assert "turn_critic: untrained head (no checkpoint" in table and "grpo:" not in table
+
+
+def test_notes_of_added_methods_join_the_stored_ones():
+    from pathlib import Path
+
+    from agentcredit.fidelity.adding import Addition, merged
+
+    record = {"index": 0, "methods": ["grpo"], "settings": "old", "rollouts": [{"credit": {"grpo": [0.0]}}],
+              "cost": {"methods": {"grpo": {"seconds": 0.1}}}, "notes": {"old_critic": "untrained head"}}
+    entry = {"credit": [{"turn_critic": [0.5]}], "cost": {"turn_critic": {"seconds": 1.0}},
+             "notes": {"turn_critic": "trained head of run.ckpt (step 30)"}}
+    addition = Addition(Path("."), [record], ["grpo"], ["turn_critic"], "new", None, done={0: entry})
+    (out,) = merged(addition)
+    assert out["notes"] == {"old_critic": "untrained head", "turn_critic": "trained head of run.ckpt (step 30)"}
+    assert out["rollouts"][0]["credit"] == {"grpo": [0.0], "turn_critic": [0.5]}
+    del record["notes"], entry["notes"]
+    assert "notes" not in merged(addition)[0]  # no note: the record stays as before notes existed

@@ -173,7 +173,9 @@ def summarise(records: list[dict], threshold: float = 0.25, n_boot: int = 1000, 
     rollouts = [r for rec in records for r in rec["rollouts"]]
     costs = [rec["cost"] for rec in records]
     truth_cost = {k: sum(c["truth"][k] for c in costs) for k in ("tokens", "seconds", "states", "measured")}
-    return {
+    # a method's note (a learned critic's head: trained or untrained); absent when none, as before notes existed
+    notes = {label: note for rec in records for label, note in rec.get("notes", {}).items()}
+    return ({"notes": notes} if notes else {}) | {
         "n_questions": table.n_questions,
         "n_rollouts": len(rollouts),
         "n_turns": int(len(table.truth)),
@@ -182,7 +184,6 @@ def summarise(records: list[dict], threshold: float = 0.25, n_boot: int = 1000, 
         "threshold": threshold,
         "bootstrap": n_boot,
         "ceiling": ceiling_figures(table, draws),
-        "notes": {label: note for rec in records for label, note in rec.get("notes", {}).items()},
         "methods": {label: method_figures(table, label, draws, threshold, ref) for label in labels},
         "cost": {
             "rollout_tokens": sum(c["rollout"]["tokens"] for c in costs),
