@@ -50,3 +50,26 @@ def split_questions(questions, val_fraction: float = 0.2, test_fraction: float =
     for q in questions:
         out[assigned[q.anchor or q.id]].append(q)
     return {s: tuple(qs) for s, qs in out.items()}
+
+
+# The first questions of the val split serve other readers: in-training validation (data.n_val, 64 by default),
+# the base policy's held-out figure (scripts/build_base_policy.py: 200), credit fidelity (its first n, 20).
+# The tuning set is taken from the other end, so that none of them ever reads a tuning question.
+VAL_HEAD_RESERVED = 200
+
+
+def tuning_questions(val_questions, size: int) -> tuple[Question, ...]:
+    """The tuning set: the last `size` questions of the val split, in their order.
+
+    It shares no question and no anchor with train or test (it is part of val), and none with the first
+    VAL_HEAD_RESERVED val questions. A hyperparameter sweep scores its settings on it, and nothing else
+    reads it, so a chosen setting is never chosen on test questions."""
+    val_questions = tuple(val_questions)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"the tuning set's size must be an integer >= 1, got {size!r}")
+    spare = len(val_questions) - VAL_HEAD_RESERVED
+    if size > spare:
+        raise ValueError(f"a tuning set of {size} questions does not fit: the val split has {len(val_questions)}, "
+                         f"of which the first {VAL_HEAD_RESERVED} are kept for validation; raise data.val_fraction "
+                         f"or data.world.num_questions, or ask for at most {max(spare, 0)}")
+    return val_questions[len(val_questions) - size:]

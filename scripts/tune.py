@@ -1,0 +1,195 @@
+"""A tuning sweep: every arm's grid points trained alike, scored on the tuning set, and each arm's setting chosen.
+
+    python scripts/tune.py plan SPEC SWEEP              # the jobs and which have finished; runs nothing
+    python scripts/tune.py run SPEC SWEEP [--jobs 2] [OVERRIDE ...]   # resumable: finished jobs are skipped
+    python scripts/tune.py evaluate JOB_FOLDER --size 512 [--steps 100]   # one job's score (run does this itself)
+    python scripts/tune.py select SPEC SWEEP --out docs/results/tuning_long [--arms-dir src/agentcredit/conf/arm]
+                                  [--experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300]
+
+SPEC is a tuning spec (src/agentcredit/conf/tuning/long.yaml; format in agentcredit/analysis/tuning_spec.py).
+`run` takes each job in turn (seed by seed): `python train.py experiment=<spec's> arm=<arm> <point> seed=<k>
+hydra.run.dir=<job> resume=true` (an interrupted job continues from its last.ckpt), then `evaluate` on its last
+checkpoint; a job whose folder holds tune_outcomes.jsonl and tune_summary.json is finished and skipped. OVERRIDEs
+are added to every job's training (a smoke run: trainer.max_steps=2). A SIGTERM or Ctrl-C is passed to the jobs
+running (each saves its checkpoint), and the sweep stops with status 143; run it again to continue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "src" / "agentcredit" / "conf" / "experiment"
+STOPPED = 143
+
+
+class Sweep:
+    """The child processes of a running sweep, so that a stop reaches every one of them."""
+
+    def __init__(self):
+        self.children: set[subprocess.Popen] = set()
+        self.stopping = False
+        self.lock = threading.Lock()
+
+    def call(self, command: list[str]) -> int:
+        with self.lock:
+            if self.stopping:
+                return STOPPED
+            child = subprocess.Popen(command, cwd=ROOT)
+            self.children.add(child)
+        try:
+            return child.wait()
+        finally:
+            with self.lock:
+                self.children.discard(child)
+
+    def stop(self, signum, frame) -> None:
+        with self.lock:
+            self.stopping = True
+            for child in self.children:
+                child.send_signal(signal.SIGTERM)  # train.py saves at the end of its step and exits 143
+
+
+def expected_steps(experiment: str, overrides: list[str]) -> int:
+    """trainer.max_steps of the jobs: an override's, else the experiment file's."""
+    import yaml
+
+    for override in overrides:
+        if override.startswith("trainer.max_steps="):
+            return int(override.split("=", 1)[1])
+    return int(yaml.safe_load((EXPERIMENTS / f"{experiment}.yaml").read_text())["trainer"]["max_steps"])
+
+
+def run_job(sweep: Sweep, job, spec, steps: int, extra: list[str]) -> str:
+    from agentcredit.analysis.tuning import job_finished
+
+    if job_finished(job.folder):
+        return "finished already"
+    code = sweep.call([sys.executable, "train.py", *job.train_overrides(spec.experiment), *extra])
+    if code != 0:
+        return f"training stopped (exit {code}); run the sweep again to continue it"
+    code = sweep.call([sys.executable, str(Path(__file__).resolve()), "evaluate", str(job.folder),
+                       "--size", str(spec.tuning_set), "--steps", str(steps)])
+    return "finished" if code == 0 else f"scoring stopped (exit {code}); run the sweep again to score it"
+
+
+def command_run(args) -> int:
+    from agentcredit.analysis.tuning_spec import load_spec
+
+    spec = load_spec(args.spec)
+    steps = expected_steps(spec.experiment, args.overrides)
+    sweep = Sweep()
+    signal.signal(signal.SIGTERM, sweep.stop)
+    signal.signal(signal.SIGINT, sweep.stop)
+    jobs = spec.jobs(args.sweep)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        fates = list(pool.map(lambda job: run_job(sweep, job, spec, steps, args.overrides), jobs))
+    for job, fate in zip(jobs, fates):
+        print(f"[tune] {fate}: {job.folder}", flush=True)
+    done = sum(f.startswith("finished") for f in fates)
+    print(f"[tune] {done} of {len(jobs)} jobs finished: {args.sweep}", flush=True)
+    if sweep.stopping:
+        return STOPPED
+    return 0 if done == len(jobs) else 1
+
+
+def command_plan(args) -> int:
+    from agentcredit.analysis.tuning import job_finished
+    from agentcredit.analysis.tuning_spec import load_spec
+
+    spec = load_spec(args.spec)
+    jobs = spec.jobs(args.sweep)
+    for job in jobs:
+        state = ("finished" if job_finished(job.folder)
+                 else "started" if (job.folder / "checkpoints").is_dir() else "not started")
+        print(f"{state:12} {job.folder}")
+    print(f"{len(jobs)} jobs: {len(spec.arms)} arms x {len(spec.arms[0].points)} points x {len(spec.seeds)} seeds, "
+          f"{expected_steps(spec.experiment, [])} steps each (experiment={spec.experiment}), "
+          f"scored on {spec.tuning_set} tuning-set questions")
+    return 0
+
+
+def command_evaluate(args) -> int:
+    from agentcredit.run.tuning_eval import evaluate_tuning_job
+
+    summary = evaluate_tuning_job(args.folder, args.size, args.steps, args.batch_size, args.eval_seed)
+    print(f"[tune] tuning-set accuracy={summary['accuracy']:.4f} (n={summary['questions']}, step {summary['steps']}): "
+          f"{args.folder}", flush=True)
+    return 0
+
+
+def command_select(args) -> int:
+    from agentcredit.analysis.tuning import select, tuned_experiment_yaml, write_reports, write_tuned_arms
+    from agentcredit.analysis.tuning_spec import load_spec
+    from agentcredit.records import atomic_write_text
+
+    spec = load_spec(args.spec)
+    results = select(spec, args.sweep, args.bootstrap)
+    written = write_reports(spec, results, args.out)
+    chosen = [r.grid.arm for r in results if r.chosen is not None]
+    for r in results:
+        pick = r.points[r.chosen].point.name if r.chosen is not None else "none (not every job finished)"
+        print(f"[tune] {r.grid.arm}: {pick}", flush=True)
+    if args.arms_dir:
+        written += write_tuned_arms(results, args.arms_dir)
+    if args.experiment_out:
+        if len(chosen) < len(results):
+            print(f"[tune] the experiment holds only the {len(chosen)} arms with a choice", file=sys.stderr)
+        base = (EXPERIMENTS / "compare_long.yaml").read_text()
+        seeds = [int(s) for s in args.seeds.split(",")]
+        text = tuned_experiment_yaml(base, chosen, args.steps, seeds, Path(args.experiment_out).stem)
+        written.append(atomic_write_text(args.experiment_out, text))
+    print("\n".join(f"[tune] wrote {p}" for p in written), flush=True)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="scripts/tune.py", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("plan", "run", "select"):
+        s = sub.add_parser(name)
+        s.add_argument("spec")
+        s.add_argument("sweep")
+        if name == "run":
+            s.add_argument("--jobs", type=int, default=2, help="jobs at a time (2: the comparison's two cores)")
+            s.add_argument("overrides", nargs="*", help="added to every job's training, e.g. trainer.max_steps=2")
+        if name == "select":
+            s.add_argument("--out", required=True, help="folder for tuning.md and tuning.json")
+            s.add_argument("--arms-dir", help="write <arm>_tuned.yaml beside the arms' own files here")
+            s.add_argument("--experiment-out", help="write the tuned comparison's experiment file here")
+            s.add_argument("--steps", type=int, default=300, help="the tuned comparison's steps")
+            s.add_argument("--seeds", default="0,1,2,3,4", help="the tuned comparison's seeds")
+            s.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples for the intervals")
+    e = sub.add_parser("evaluate")
+    e.add_argument("folder")
+    e.add_argument("--size", type=int, required=True, help="tuning-set questions (the spec's tuning_set)")
+    e.add_argument("--steps", type=int, help="refuse a checkpoint at another step (training not finished)")
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--eval-seed", type=int, default=0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "jobs", 1) < 1:
+        parser().error("--jobs must be >= 1")
+    from agentcredit.analysis.tuning_spec import SpecError
+    from agentcredit.common.configs import ConfigError
+    from agentcredit.records import RecordError
+
+    commands = {"plan": command_plan, "run": command_run, "evaluate": command_evaluate, "select": command_select}
+    try:
+        return commands[args.command](args)
+    except (SpecError, ConfigError, RecordError, OSError) as err:
+        print(f"tune: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""The tuning sweep's machinery: the tuning set, the spec and its jobs, and the choice of each arm's setting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentcredit.analysis.tuning import (TUNE_OUTCOMES, TUNE_SUMMARY, choose, select, tuned_arm_yaml,
+                                         tuned_experiment_yaml, write_reports)
+from agentcredit.analysis.tuning_spec import SpecError, load_spec, parse_spec
+from agentcredit.records import RecordError
+from agentcredit.world.splits import VAL_HEAD_RESERVED, tuning_questions
+from agentcredit.world.types import Question
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "src" / "agentcredit" / "conf"
+SPEC = CONF / "tuning" / "long.yaml"
+
+
+# ----- the tuning set ------------------------------------------------------------------------------
+
+def questions(n: int) -> tuple[Question, ...]:
+    return tuple(Question(id=f"q{i}", text="t", answer="a", template="BRIDGE_ENTITY", anchor=f"e{i}") for i in range(n))
+
+
+def test_tuning_set_is_the_val_splits_tail():
+    val = questions(300)
+    assert [q.id for q in tuning_questions(val, 3)] == ["q297", "q298", "q299"]
+    assert len(tuning_questions(val, 300 - VAL_HEAD_RESERVED)) == 100
+
+
+def test_tuning_set_refuses_to_reach_into_the_validation_head():
+    with pytest.raises(ValueError, match="does not fit: the val split has 300, of which the first 200 .* at most 100"):
+        tuning_questions(questions(300), 101)
+    for size in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="an integer >= 1"):
+            tuning_questions(questions(300), size)
+
+
+@pytest.fixture(scope="module")
+def long_splits():
+    from agentcredit.common.configs import compose_config, plain
+    from agentcredit.lit.datamodule import QuestionDataModule
+
+    cfg = compose_config(["experiment=tune_long"])
+    return QuestionDataModule.from_config(plain(cfg.data), seed=10).splits
+
+
+def test_long_presets_tuning_set_is_disjoint_from_train_test_and_validation(long_splits):
+    spec = load_spec(SPEC)
+    tune = tuning_questions(long_splits["val"], spec.tuning_set)
+    assert len(tune) == spec.tuning_set == 512
+    ids = {q.id for q in tune}
+    anchors = {q.anchor for q in tune}
+    for split in ("train", "test"):
+        assert not ids & {q.id for q in long_splits[split]}
+        assert not anchors & {q.anchor for q in long_splits[split]}  # not even a shared anchor page
+    assert len(long_splits["test"]) == 1036
+    # in-training validation, the base policy's figure and credit fidelity read the val split's head
+    assert not ids & {q.id for q in long_splits["val"][:VAL_HEAD_RESERVED]}
+    assert {q.hops for q in tune} == {4, 5, 6}
+
+
+# ----- the spec -----------------------------------------------------------------------------------
+
+def raw_spec(**arms) -> dict:
+    return {"experiment": "tune_long", "tuning_set": 4, "seeds": [10, 11], "arms": arms}
+
+
+def test_spec_jobs_run_seed_by_seed_with_named_folders(tmp_path):
+    spec = parse_spec(raw_spec(grpo={"grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                               trace={"grid": [{"credit.K": 3, "credit.normalize": True}, {"credit.K": 1, "credit.normalize": False}]}))
+    jobs = spec.jobs(tmp_path)
+    assert [(j.seed, j.arm, j.point.name) for j in jobs[:4]] == [
+        (10, "grpo", "train.lr:0.0001"), (10, "grpo", "train.lr:0.0003"),
+        (10, "trace", "credit.K:3+credit.normalize:true"), (10, "trace", "credit.K:1+credit.normalize:false")]
+    assert jobs[4].seed == 11 and len(jobs) == 8
+    assert jobs[3].train_overrides("tune_long") == [
+        "experiment=tune_long", "arm=trace", "credit.K=1", "credit.normalize=false", "seed=10",
+        f"hydra.run.dir={tmp_path}/trace/credit.K:1+credit.normalize:false_seed10", "resume=true"]
+
+
+@pytest.mark.parametrize("arms, message", [
+    ({"grpo": {"grid": [{"train.lr": 1e-4}]}, "trace": {"grid": [{"credit.K": 1}, {"credit.K": 3}]}},
+     "same number of grid points"),
+    ({"trace": {"grid": [{"credit.K": 1}, {"credit.gamma": 0.9}]}}, "every point must set the same knobs"),
+    ({"trace": {"grid": [{"credit.K": 1}, {"credit.K": 1}]}}, "listed twice"),
+    ({"trace": {"grid": [{"K": 1}]}}, "not a dotted config key"),
+    ({"trace": {"grid": []}}, "non-empty grid"),
+    ({"../x": {"grid": [{"credit.K": 1}]}}, "conf/arm/ file names"),
+])
+def test_spec_refuses_an_unequal_or_malformed_grid(arms, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw_spec(**arms))
+
+
+def test_spec_refuses_bad_top_level_values():
+    with pytest.raises(SpecError, match="unknown key"):
+        parse_spec({**raw_spec(grpo={"grid": [{"train.lr": 1e-4}]}), "steps": 3})
+    with pytest.raises(SpecError, match="a seed is listed twice"):
+        parse_spec({**raw_spec(grpo={"grid": [{"train.lr": 1e-4}]}), "seeds": [1, 1]})
+
+
+def test_long_spec_gives_every_arm_four_points_that_compose():
+    """Every arm file exists and every point composes into a config the run's checks accept."""
+    from agentcredit.checks.validation import prepare_config
+    from agentcredit.common.configs import compose_config
+
+    spec = load_spec(SPEC)
+    assert len(spec.arms) == 9 and {len(g.points) for g in spec.arms} == {4}
+    for grid in spec.arms:
+        # a file of conf/arm/, or a credit config run under the arm's name (arm=gold_evidence: credit=gold-evidence)
+        assert (CONF / "arm" / f"{grid.arm}.yaml").is_file() or (CONF / "credit" / f"{grid.arm.replace('_', '-')}.yaml").is_file()
+        for point in grid.points:
+            cfg = prepare_config(compose_config([f"experiment={spec.experiment}", f"arm={grid.arm}", *point.overrides]))
+            for key, value in point.settings:
+                section, knob = key.split(".")
+                assert cfg[section][knob] == value
+
+
+# ----- choosing a setting from finished jobs --------------------------------------------------------
+
+def finish(job, successes: list[float], steps: int = 100) -> None:
+    job.folder.mkdir(parents=True)
+    lines = [json.dumps({"id": f"v{i}", "hops": 4, "template": "BRIDGE_ENTITY", "success": s, "samples": 1,
+                         "tool_calls": 10.0, "tokens": 900.0}) for i, s in enumerate(successes)]
+    (job.folder / TUNE_OUTCOMES).write_text("\n".join(lines) + "\n")
+    (job.folder / TUNE_SUMMARY).write_text(json.dumps({"accuracy": sum(successes) / len(successes), "steps": steps}))
+
+
+FAKE = {
+    # arm a: point 2 is best. Seeds 10 / 11: point 1 = 2/4, 1/4 -> 37.5%; point 2 = 3/4, 4/4 -> 87.5%
+    ("a", 0, 10): [1, 1, 0, 0], ("a", 0, 11): [0, 1, 0, 0],
+    ("a", 1, 10): [1, 1, 1, 0], ("a", 1, 11): [1, 1, 1, 1],
+    # arm b: a tie at 50% (2/4 + 2/4 and 1/4 + 3/4): the point listed first is kept
+    ("b", 0, 10): [1, 0, 1, 0], ("b", 0, 11): [0, 1, 0, 1],
+    ("b", 1, 10): [1, 0, 0, 0], ("b", 1, 11): [1, 1, 1, 0],
+}
+
+
+def fake_sweep(tmp_path, skip=()):
+    spec = parse_spec(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                               b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]}))
+    for job in spec.jobs(tmp_path / "sweep"):
+        index = [p.name for p in spec.grid(job.arm).points].index(job.point.name)
+        if (job.arm, index, job.seed) not in skip:
+            finish(job, FAKE[(job.arm, index, job.seed)])
+    return spec
+
+
+def test_select_chooses_the_most_accurate_point_and_breaks_ties_by_listing_order(tmp_path):
+    spec = fake_sweep(tmp_path)
+    a, b = select(spec, tmp_path / "sweep", n_boot=2000)
+    assert [p.accuracy for p in a.points] == [0.375, 0.875]
+    assert a.points[1].per_seed == [0.75, 1.0] and a.chosen == 1
+    assert [p.accuracy for p in b.points] == [0.5, 0.5] and b.chosen == 0
+    low, high = a.points[1].interval
+    assert low <= 0.875 <= high and 0.5 <= low and high == 1.0  # 8 answers: at most 1 miss in a resample
+    assert choose([a.points[0], a.points[0]]) == 0
+
+
+def test_select_gives_no_choice_to_an_arm_with_an_unfinished_job(tmp_path):
+    spec = fake_sweep(tmp_path, skip={("b", 1, 11)})
+    a, b = select(spec, tmp_path / "sweep", n_boot=500)
+    assert a.chosen == 1 and b.chosen is None and not b.complete
+    assert b.points[1].seeds == [10]
+    md = (write_reports(spec, [a, b], tmp_path / "out")[0]).read_text()
+    assert "| a | `train.lr:0.0003` | 87.5 [" in md and "**chosen**" in md
+    # one seed: the interval is over its 4 questions alone; 4 of 4 resampled successes has chance 0.25^4 < 2.5%
+    assert "| b | `credit.K:1` | 25.0 [0.0, 75.0] | 25.0 | 1 of 2 seeds |" in md
+    report = json.loads((tmp_path / "out" / "tuning.json").read_text())
+    assert report["arms"]["a"]["chosen_settings"] == {"train.lr": 3e-4} and report["arms"]["b"]["chosen"] is None
+
+
+def test_select_refuses_jobs_scored_on_other_questions_or_trained_for_other_steps(tmp_path):
+    spec = fake_sweep(tmp_path)
+    job = next(j for j in spec.jobs(tmp_path / "sweep") if j.arm == "a" and j.seed == 11)
+    (job.folder / TUNE_OUTCOMES).write_text(json.dumps({"id": "other", "success": 1.0, "tool_calls": 1.0, "tokens": 1.0}) + "\n")
+    with pytest.raises(RecordError, match="differ from those of the point's other seeds"):
+        select(spec, tmp_path / "sweep", n_boot=100)
+    spec = fake_sweep(tmp_path / "again")
+    job = spec.jobs(tmp_path / "again" / "sweep")[0]
+    (job.folder / TUNE_SUMMARY).write_text(json.dumps({"steps": 50}))
+    with pytest.raises(RecordError, match="different numbers of steps"):
+        select(spec, tmp_path / "again" / "sweep", n_boot=100)
+
+
+def test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point(tmp_path):
+    spec = parse_spec(raw_spec(mc_value_m2_mixed={"grid": [{"credit.num_continuations": 2}, {"credit.num_continuations": 4}]},
+                               grpo={"grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]}))
+    for job in spec.jobs(tmp_path / "sweep"):
+        finish(job, [1, 0, 0, 0] if job.point.name.endswith(("2", "0.0001")) else [1, 1, 0, 0])
+    mc, grpo = select(spec, tmp_path / "sweep", n_boot=100)
+    body = yaml.safe_load(tuned_arm_yaml(CONF / "arm", mc))
+    assert body == {"defaults": [{"override /credit": "mc-value"}],
+                    "credit": {"num_continuations": 4, "only_mixed_groups": True}, "arm": "mc_value_m2_mixed_tuned"}
+    assert yaml.safe_load(tuned_arm_yaml(CONF / "arm", grpo)) == {
+        "defaults": [{"override /credit": "grpo"}], "train": {"lr": 3e-4}, "arm": "grpo_tuned"}
+    experiment = yaml.safe_load(tuned_experiment_yaml((CONF / "experiment" / "compare_long.yaml").read_text(),
+                                                      ["grpo", "mc_value_m2_mixed"], 300, [0, 1, 2, 3, 4], "compare_long_tuned"))
+    assert experiment["trainer"]["max_steps"] == 300 and experiment["data"]["n_test"] == 1036
+    assert experiment["hydra"]["sweeper"]["params"] == {"seed": "0,1,2,3,4", "arm": "grpo_tuned,mc_value_m2_mixed_tuned"}
+    assert experiment["hydra"]["sweep"]["dir"] == "outputs/multirun/compare_long_tuned"
+
+
+def test_tune_command_plans_and_selects(tmp_path):
+    spec = fake_sweep(tmp_path, skip={("b", 1, 11)})
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                                                 b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]})))
+    run = lambda *args: subprocess.run([sys.executable, str(ROOT / "scripts" / "tune.py"), *args],  # noqa: E731
+                                       capture_output=True, text=True, cwd=ROOT)
+    plan = run("plan", str(spec_file), str(tmp_path / "sweep"))
+    assert plan.returncode == 0 and plan.stdout.count("finished") == 7 and "not started" in plan.stdout
+    chosen = run("select", str(spec_file), str(tmp_path / "sweep"), "--out", str(tmp_path / "out"), "--bootstrap", "200")
+    assert chosen.returncode == 0, chosen.stderr
+    assert "[tune] a: train.lr:0.0003" in chosen.stdout and "[tune] b: none" in chosen.stdout
+    bad = run("select", str(tmp_path / "missing.yaml"), str(tmp_path / "sweep"), "--out", str(tmp_path / "o2"))
+    assert bad.returncode == 2 and bad.stderr.startswith("tune: error:") and len(bad.stderr.splitlines()) == 1
