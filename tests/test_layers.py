@@ -36,6 +36,7 @@ ALLOWED = {
     "analysis.comparison": {"analysis.comparison_runs", "analysis.comparison_stats"},
     "analysis.comparison_runs": set(),
     "analysis.comparison_stats": set(),
+    "analysis.fidelity_vs_gain": {"analysis.comparison", "analysis.comparison_runs"},
 }
 SPLIT = {"run", "checks", "analysis"}  # folders whose modules are areas of their own
 

@@ -131,7 +131,8 @@ def check_world(world: Mapping) -> None:
 def check_data(data: Mapping) -> None:
     p = "data."
     known = ("world", "prompts_per_step", "n_val", "n_test", "val_fraction", "test_fraction", "split_seed",
-             "corpus_path", "questions_path", "use_cache", "test_batch_size", "test_batches_per_call")
+             "corpus_path", "questions_path", "use_cache", "test_batch_size", "test_batches_per_call",
+             "test_samples_per_question")
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ValueProblem(f"unknown key(s) {', '.join(p + k for k in unknown)}; known: {', '.join(known)}")
@@ -141,6 +142,7 @@ def check_data(data: Mapping) -> None:
     if data.get("test_batch_size") is not None:
         need_int(data, "test_batch_size", p, low=1, required=False)
     need_int(data, "test_batches_per_call", p, low=1, required=False)
+    need_int(data, "test_samples_per_question", p, low=1, required=False)
     need_int(data, "split_seed", p, low=0, required=False)
     need_number(data, "val_fraction", p, 0.0, 1.0, required=False)
     need_number(data, "test_fraction", p, 0.0, 1.0, required=False)

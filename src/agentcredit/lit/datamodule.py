@@ -126,7 +126,7 @@ class QuestionDataModule(L.LightningDataModule):
                  n_val: int = 64, n_test: int = 200, val_fraction: float = 0.2, test_fraction: float = 0.2,
                  seed: int = 0, split_seed: int = 0, corpus_path: str | None = None,
                  questions_path: str | None = None, use_cache: bool = True, test_batch_size: int | None = None,
-                 test_batches_per_call: int = 1):
+                 test_batches_per_call: int = 1, test_samples_per_question: int = 1):
         super().__init__()
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
@@ -138,6 +138,7 @@ class QuestionDataModule(L.LightningDataModule):
         # The held-out evaluation rolls out one answer per question: wider batches than training's P.
         self.test_batch_size = test_batch_size or prompts_per_step
         self.test_batches_per_call = test_batches_per_call
+        self.test_samples_per_question = test_samples_per_question  # rolled out by the module's test_step
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         # The run seed shuffles the train stream; the split has its own seed so that every run seed
         # holds out the same questions, the ones the base policy never trained on.

@@ -27,6 +27,7 @@ from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
+from agentcredit.lit.question_outcomes import question_record, save_outcomes
 from agentcredit.lit.shared_prefixes import prefix_plan, shared_token_logprobs
 from agentcredit.records import json_line
 
@@ -449,18 +450,12 @@ class AgentRLModule(L.LightningModule):
     def validation_step(self, questions, batch_idx):
         self._evaluate(questions, stream=1 + batch_idx)
 
-    def _evaluate(self, questions, stream: int, generators: list | None = None):
+    def _evaluate(self, questions, stream: int, generators: list | None = None, samples: int = 1):
         worker = self._worker(self.settings.val_temperature, stream=stream)
         with torch.no_grad(), FullWeights(self.policy):
-            groups = worker.rollout(questions, 1, generators)
-        for trajs in groups:
-            t = trajs[0]
-            self._val_outcomes.append({
-                "correct": float(self.reward_fn.is_success(t.reward)),
-                "format_valid": float(t.diagnostics.get("answer_format_valid", False)),
-                "tool_calls": float(t.num_tool_turns),
-                "invalid_tool_calls": float(t.diagnostics.get("invalid_tool_calls", 0)),
-            })
+            groups = worker.rollout(questions, samples, generators)
+        # One record per question, its outcomes the means over its samples (lit/question_outcomes.py).
+        self._val_outcomes.extend(question_record(q, trajs, self.reward_fn.is_success) for q, trajs in zip(questions, groups))
 
     def _log_outcomes(self, prefix: str, count_as: str | None = None) -> bool:
         """Means of the collected one-rollout outcomes as `<prefix>/accuracy`, `format_valid`, `tool_calls`,
@@ -478,6 +473,9 @@ class AgentRLModule(L.LightningModule):
         self.log_dict({f"{prefix}/{name}": value for name, value in means.items()}, sync_dist=True, batch_size=n)
         if count_as:
             self.log(f"{prefix}/{count_as}", float(n), sync_dist=True, batch_size=n)
+        if self.settings.samples_dir is not None and not self.trainer.sanity_checking:
+            save_outcomes(self._val_outcomes, self.settings.samples_dir, prefix, self.global_step,
+                          self.trainer.world_size, self.global_rank)
         self._val_outcomes = []
         return True
 
@@ -486,12 +484,14 @@ class AgentRLModule(L.LightningModule):
             self._write_samples()
 
     def test_step(self, batches, batch_idx):
-        """Held-out evaluation after training (``final_test``): one rollout per test question. `batches` are
+        """Held-out evaluation after training (``final_test``): k rollouts per test question
+        (data.test_samples_per_question; k = 1 samples what one rollout per question always did). `batches` are
         (index, questions) pairs (datamodule's IndexedBatches), rolled out in one call, each batch from its own
         stream TEST_STREAM + index: the outcomes of one call per batch (data.test_batches_per_call)."""
         questions = [q for _, batch in batches for q in batch]
         streams = [stream for index, batch in batches for stream in [self._generator(TEST_STREAM + index)] * len(batch)]
-        self._evaluate(questions, stream=TEST_STREAM + batches[0][0], generators=streams)
+        samples = int(getattr(self.trainer.datamodule, "test_samples_per_question", 1))
+        self._evaluate(questions, stream=TEST_STREAM + batches[0][0], generators=streams, samples=samples)
 
     def on_test_epoch_end(self):
         self._log_outcomes("test", count_as="n")

@@ -13,8 +13,9 @@
 
 Logs continue where the checkpoint left them (`keep_logs_of`): rows of `metrics.csv` and records of
 `credit_samples.jsonl` of later steps were written after it, by steps the resumed run does again, so
-they are dropped before it appends its own, and so is a test_summary.json (of a finished run trained
-further from its checkpoint), which the run writes again at its end. A resumed run's files then hold
+they are dropped before it appends its own, and so are a test_summary.json and test_outcomes.jsonl (of a
+finished run trained further from its checkpoint), which the run writes again at its end, and the
+val_outcomes/step<N>.jsonl of later steps. A resumed run's files then hold
 what an uninterrupted run's hold. Every rewrite goes to a temporary file in the same folder, fsync'd and
 renamed into place (`records.atomic_write_text`): a kill or a full disk during it leaves the old file. What
 such a kill leaves behind (`.<name>.<random>.tmp` beside the file) is removed when the run continues.
@@ -30,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentcredit.common.configs import ConfigError
+from agentcredit.lit.question_outcomes import drop_val_outcomes_after
 from agentcredit.records import atomic_write_text, parse_json
+from agentcredit.records.outcomes import TEST_OUTCOMES
 
 FINISHED_MARK = "test_summary.json"  # written by train.write_test_summary after the held-out test
 METRICS_FILE = "metrics.csv"
@@ -153,11 +156,13 @@ def keep_logs_of(run_dir: Path, global_step: int) -> int:
     remove_stale_temp_files(run_dir)
     dropped = (drop_metrics_from_step(run_dir / METRICS_FILE, global_step)
                + drop_samples_after_step(run_dir / SAMPLES_FILE, global_step))
-    summary = run_dir / FINISHED_MARK
-    if summary.is_file():  # the test of an earlier end (a finished run trained further): this run tests again
-        summary.unlink()
-        dropped += 1
-    return dropped
+    # The test of an earlier end (a finished run trained further), its summary and per-question outcomes: this run
+    # tests again. Validations after the checkpoint's step run again, each writing its own file anew.
+    for tested in (run_dir / FINISHED_MARK, run_dir / TEST_OUTCOMES):
+        if tested.is_file():
+            tested.unlink()
+            dropped += 1
+    return dropped + drop_val_outcomes_after(run_dir, global_step)
 
 
 def remove_stale_temp_files(run_dir: Path) -> list[Path]:

@@ -1,4 +1,5 @@
-"""Evaluation of a policy on held-out questions: one rollout per question, summary metrics, trajectories.
+"""Evaluation of a policy on held-out questions: one rollout per question (split=test: k =
+data.test_samples_per_question), summary metrics, trajectories, per-question outcomes.
 
     python scripts/evaluate.py split=val n=200                 # the configured model's base policy
     python scripts/evaluate.py ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt split=test
@@ -6,7 +7,8 @@
 `scripts/evaluate.py` is the command; this module is what it does, in the order it does it:
 `evaluation_config` (a checkpoint's training overrides first, then the command's; every key checked
 before a model loads), `evaluate_policy` (load the checkpoint's weights, roll out),
-`write_trajectories` and `result_line` (the JSON line's generic figures). The synthetic world's own
+`write_trajectories` (and beside it `<split>_outcomes.jsonl`, one line per question) and `result_line` (the
+JSON line's generic figures; `n` counts rollouts). The synthetic world's own
 figures (the answer prior, the oracle's searches) come from `agentcredit.testbed.report`, which
 imports this module and never the other way round. The command's keys (split, n, temperature,
 eval_seed, batch_size, oracle_queries) are declared in conf/eval.yaml.
@@ -137,7 +139,9 @@ def load_policy_weights(policy, ckpt_path: str) -> None:
 
 
 def rollout_questions(components, questions: Sequence[Question], temperature: float, batch_size: int = 32,
-                      seed: int = 0, rollout_cfg: RolloutConfig | None = None) -> list[Trajectory]:
+                      seed: int = 0, rollout_cfg: RolloutConfig | None = None, samples: int = 1) -> list[Trajectory]:
+    """`samples` rollouts per question, a question's next to each other, in question order (samples=1: one
+    rollout each, as evaluation always sampled)."""
     cfg = rollout_cfg or components.rollout_cfg
     cfg = RolloutConfig(**{**vars(cfg), "temperature": temperature})
     generator = torch.Generator().manual_seed(seed)
@@ -148,9 +152,8 @@ def rollout_questions(components, questions: Sequence[Question], temperature: fl
     out: list[Trajectory] = []
     try:
         for start in range(0, len(questions), batch_size):
-            # Group size 1: evaluation samples one answer per question.
-            groups = worker.rollout(questions[start : start + batch_size], group_size=1)
-            out.extend(g[0] for g in groups)
+            groups = worker.rollout(questions[start : start + batch_size], group_size=samples)
+            out.extend(t for g in groups for t in g)
     finally:
         if engine is not None:
             engine.close()
@@ -161,9 +164,10 @@ def rollout_questions(components, questions: Sequence[Question], temperature: fl
 class Evaluation:
     cfg: DictConfig  # as `evaluation_config` returned it
     components: Any  # agentcredit.run.compose.Components
-    questions: list[Question]
-    trajectories: list[Trajectory]  # one per question, in order
+    questions: list[Question]  # the question of each rollout: each question `samples` times in a row
+    trajectories: list[Trajectory]  # one per entry of `questions`, in order
     seconds: float  # the rollouts' wall time (building and loading excluded)
+    samples: int = 1  # rollouts per question (split=test: data.test_samples_per_question)
 
 
 def evaluation_questions(datamodule, cfg: DictConfig) -> list[Question]:
@@ -180,10 +184,17 @@ def evaluate_policy(cfg: DictConfig, components) -> Evaluation:
     if cfg.ckpt_path:
         load_policy_weights(components.policy, cfg.ckpt_path)
     questions = evaluation_questions(components.datamodule, cfg)
+    samples = samples_per_question(cfg)
     start = time.time()
     trajectories = rollout_questions(components, questions, float(cfg.temperature), int(cfg.batch_size),
-                                     int(cfg.eval_seed))
-    return Evaluation(cfg, components, questions, trajectories, time.time() - start)
+                                     int(cfg.eval_seed), samples=samples)
+    rows = [q for q in questions for _ in range(samples)]
+    return Evaluation(cfg, components, rows, trajectories, time.time() - start, samples)
+
+
+def samples_per_question(cfg: DictConfig) -> int:
+    """Rollouts per question: data.test_samples_per_question on the test split, one on the others."""
+    return int(cfg.data.get("test_samples_per_question", 1)) if cfg.split == "test" else 1
 
 
 # ----- figures -------------------------------------------------------------------------------------
@@ -227,16 +238,30 @@ def summarise(trajectories: Sequence[Trajectory], questions: Sequence[Question],
 
 
 def write_trajectories(evaluation: Evaluation, path: Path) -> Path:
-    """One JSON line per question: `Trajectory.summary()` with the question, its gold answer and template
-    (records.run.QuestionOutcome is what scripts/success_by_hops.py reads back). Replaced whole: a kill
-    while it is written leaves no half of a file that looks like a smaller evaluation."""
+    """One JSON line per rollout: `Trajectory.summary()` with the question, its gold answer and template
+    (records.run.QuestionOutcome is what scripts/success_by_hops.py reads back), and beside it
+    `<split>_outcomes.jsonl` (`write_question_outcomes`). Replaced whole: a kill while it is written leaves no
+    half of a file that looks like a smaller evaluation."""
     lines = []
     for question, trajectory in zip(evaluation.questions, evaluation.trajectories):
         record = {"question": question.text, "gold_answer": question.answer, "template": question.template,
                   **trajectory.summary()}
         lines.append(json_line(record))  # a non-finite figure as null: every reader refuses NaN
     atomic_write_text(path, "".join(lines))
+    write_question_outcomes(evaluation, path.parent / f"{evaluation.cfg.split}_outcomes.jsonl")
     return path
+
+
+def write_question_outcomes(evaluation: Evaluation, path: Path) -> Path:
+    """One line per question (schema: agentcredit.records.outcomes; test_outcomes.jsonl for split=test, the file
+    a run's final test writes): its success, tool calls and tokens, each the mean over its samples."""
+    from agentcredit.lit.question_outcomes import question_record
+    from agentcredit.records.outcomes import write_outcomes
+
+    k, rows = evaluation.samples, list(zip(evaluation.questions, evaluation.trajectories))
+    is_success = evaluation.components.reward_fn.is_success
+    records = [question_record(rows[i][0], [t for _, t in rows[i:i + k]], is_success) for i in range(0, len(rows), k)]
+    return write_outcomes(path, sorted(records, key=lambda record: record["id"]))
 
 
 def model_name(cfg: DictConfig) -> str:
@@ -251,7 +276,7 @@ def result_line(evaluation: Evaluation, trajectories_path: Path | None = None, m
     cfg = evaluation.cfg
     summary = summarise(evaluation.trajectories, evaluation.questions, float(cfg.env.reward.correct_score))
     result = {"model": model_name(cfg), "ckpt_path": cfg.ckpt_path, "split": cfg.split, **summary,
-              "temperature": float(cfg.temperature), "eval_seed": int(cfg.eval_seed),
+              "samples_per_question": evaluation.samples, "temperature": float(cfg.temperature), "eval_seed": int(cfg.eval_seed),
               "seconds": round(evaluation.seconds, 1)}
     if trajectories_path is not None:
         result["trajectories"] = str(trajectories_path)
