@@ -5,7 +5,7 @@ GSPO as GRPO's advantages with a sequence-level ratio chosen by a loss setting."
 import pytest
 import torch
 
-from agentcredit.credit import CreditGroup, get_credit, split_credit_config
+from agentcredit.credit import CreditGroup, get_credit, split_credit_config, validate_credit_config
 from agentcredit.credit.budget import matched_extra_rollouts
 from agentcredit.credit.config import loss_settings
 from agentcredit.credit.gigpo import anchor_step_advantages, step_returns
@@ -169,7 +169,7 @@ def test_browser_states_match_by_what_decides_observations():
     assert first.snapshot().anchor_key() != second.snapshot().anchor_key()  # a page opened
 
 
-# --- budget-matched GRPO and GSPO ----------------------------------------------------------------
+# --- group size (budget-matched GRPO) and loss mode (GSPO): settings of any method ----------------------------------------------------------------
 
 
 def test_matched_extra_rollouts():
@@ -180,17 +180,21 @@ def test_matched_extra_rollouts():
         matched_extra_rollouts([], [], 8)
 
 
-def test_budget_grpo_and_gspo_share_grpo_advantages():
-    group = CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK, num_turns=torch.tensor([2, 2, 1]))
-    grpo = get_credit("grpo")
-    assert get_credit("gspo").advantages is grpo.advantages is get_credit("budget-grpo").advantages
-    assert tuple(get_credit("budget-grpo").run_knobs) == ("extra_rollouts", "match_metrics")
-    assert torch.equal(get_credit("budget-grpo").advantages(group), grpo.advantages(group))
+def test_group_size_knobs_belong_to_every_method_and_reach_the_run_knobs():
+    # credit=budget-grpo is GRPO with extra_rollouts 2; any method takes the same knobs (here TRACE with 3)
+    for name in ("grpo", "trace", "prover"):
+        run = split_credit_config({"name": name}).run
+        assert (run["extra_rollouts"], run["match_metrics"]) == (0, None)
+    widened = split_credit_config({"name": "trace", "extra_rollouts": 3, "match_metrics": None})
+    assert (widened.run["extra_rollouts"], widened.run["match_metrics"]) == (3, None)
+    with pytest.raises(ValueError, match="credit.extra_rollouts must be an integer >= 0, got -1"):
+        validate_credit_config("trace", {"extra_rollouts": -1})
 
 
-@pytest.mark.parametrize("knobs, level", [({"name": "grpo"}, "token"), ({"name": "gspo"}, "sequence"),
+@pytest.mark.parametrize("knobs, level", [({"name": "grpo"}, "token"),
                                           ({"name": "grpo", "ratio_level": "sequence"}, "sequence"),
-                                          ({"name": "gspo", "ratio_level": None}, "sequence")])
+                                          ({"name": "trace", "ratio_level": "sequence"}, "sequence"),
+                                          ({"name": "grpo", "ratio_level": None}, "token")])  # as recorded before
 def test_the_ratio_level_is_a_loss_setting(knobs, level):
     assert loss_settings(split_credit_config(knobs))["ratio_level"] == level
 

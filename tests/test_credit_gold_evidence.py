@@ -71,7 +71,7 @@ def test_diagnostics():
 
 def test_registration_and_the_evidence_field():
     method = get_credit("gold-evidence")
-    assert method.inputs == ("evidence",) and method.ratio_level == "token"
+    assert method.inputs == ("evidence",)
     assert method.step_metrics({"extra_tokens": [0.0, 0.0], "group_tokens": [40.0, 60.0]}) == {"extra_token_ratio": 0.0}
     with pytest.raises(ValueError, match="needs evidence events"):
         method.advantages(_group(evidence=None))

@@ -9,7 +9,7 @@ import torch
 from agentcredit.credit import CreditGroup, get_credit
 from agentcredit.credit.igpo import (discounted_advantages, igpo_advantages, normalise_group_rewards, scoring_overhead,
                                      turn_rewards)
-from agentcredit.credit.methods import trace_advantages
+from agentcredit.credit.trace import trace_advantages
 from agentcredit.credit.tokens import ANSWER_TURN as A
 from agentcredit.credit.tokens import NON_POLICY as P
 from agentcredit.lit.credit_inputs import CreditInputs, scoring_tokens

@@ -18,6 +18,7 @@ from agentcredit.credit import (
 )
 from agentcredit.common.configs import compose_config, plain
 from agentcredit.credit.config import knob_defaults
+from agentcredit.credit.knobs import integer, positive
 from agentcredit.credit.registry import unregister_credit
 from agentcredit.credit.tokens import ANSWER_TURN as A
 from agentcredit.credit.tokens import NON_POLICY as P
@@ -29,7 +30,9 @@ CONF = Path(__file__).resolve().parents[1] / "conf" / "credit"
 # --- registry ------------------------------------------------------------------------------------
 
 def test_builtin_methods_and_their_requirements():
-    assert {"grpo", "trace", "prover", "gspo"} <= set(available_credits())
+    assert {"grpo", "trace", "prover"} <= set(available_credits())
+    # A loss mode and a group size are not credit methods: credit=gspo and credit=budget-grpo are GRPO presets.
+    assert not {"gspo", "budget-grpo"} & set(available_credits())
     assert get_credit("trace").inputs == ("reference_scores",)
     assert get_credit("prover").inputs == ("verified_segment",)
     assert get_credit("gigpo").inputs == ("state_keys",) and get_credit("spo-chain").inputs == ("chain_values",)
@@ -38,15 +41,13 @@ def test_builtin_methods_and_their_requirements():
     assert get_credit("igpo").inputs == ("policy_scores",) == get_credit("trace-policy").inputs
     assert get_credit("turn-critic").inputs == ("critic_values",)
     assert get_credit("grpo").inputs == () and not get_credit("grpo").reads("reference_scores")
-    assert get_credit("gspo").ratio_level == "sequence"
-    assert get_credit("grpo").ratio_level == "token"
 
 
 def test_duplicate_and_unknown_names():
     with pytest.raises(ValueError, match="'grpo' is already registered"):
         register_credit("grpo")(lambda group, *, outcome_scale="std": None)
     # Every registered name, sorted (the built-in ones, and `signal` when a workflow test registered it first).
-    with pytest.raises(ValueError, match="unknown credit method 'ppo'; registered: budget-grpo, gigpo, ") as err:
+    with pytest.raises(ValueError, match="unknown credit method 'ppo'; registered: gigpo, gold-evidence, ") as err:
         get_credit("ppo")
     assert str(err.value).endswith("registered: " + ", ".join(available_credits()))
     assert {"grpo", "trace", "prover", "mc-value"} <= set(available_credits())
@@ -58,13 +59,39 @@ def test_registration_requires_keyword_only_knobs():
             register_credit("positional_knobs")(lambda group, K: None)
         assert "positional_knobs" not in available_credits()
 
-        @register_credit("throwaway")
+        @register_credit("throwaway", checks={"scale": positive()})
         def throwaway(group, *, scale: float = 1.0):
             return group.loss_mask * scale
 
         assert get_credit("throwaway").advantage_knobs == ("scale",)
     finally:
         unregister_credit("throwaway")
+
+
+def test_registration_requires_a_value_check_for_every_knob_and_no_other():
+    with pytest.raises(TypeError, match=r"knob\(s\) \['scale', 'budget'\] have no value check"):
+        register_credit("unchecked", run_knobs={"budget": 2})(lambda group, *, scale=1.0: None)
+    with pytest.raises(TypeError, match=r"checks name \['K'\], which are not its knobs"):
+        register_credit("stray-check", checks={"scale": positive(), "K": positive()})(lambda group, *, scale=1.0: None)
+    assert not {"unchecked", "stray-check"} & set(available_credits())
+
+
+def test_a_registered_check_is_what_validation_applies():
+    register_credit("throwaway-checked", checks={"scale": positive()})(lambda group, *, scale=1.0: None)
+    try:
+        validate_credit_config("throwaway-checked", {"scale": 2.0})  # in range: no error
+        with pytest.raises(ValueError, match=r"^credit.scale must be a number > 0, got 0$"):
+            validate_credit_config("throwaway-checked", {"scale": 0})
+    finally:
+        unregister_credit("throwaway-checked")
+
+
+def test_every_loss_and_group_size_knob_has_a_check():
+    from agentcredit.credit.budget import GROUP_CHECKS, GROUP_KNOBS
+    from agentcredit.credit.config import LOSS_KNOBS
+    from agentcredit.credit.losses import LOSS_CHECKS
+
+    assert set(LOSS_CHECKS) == set(LOSS_KNOBS) and set(GROUP_CHECKS) == set(GROUP_KNOBS)
 
 
 # --- methods on a hand-made group ------------------------------------------------------------------
@@ -79,12 +106,11 @@ def _group(**extra):
                        num_turns=torch.tensor([1, 0]), **extra)
 
 
-def test_grpo_and_gspo_methods():
+def test_grpo_method():
     # mean 0.6, σ = 0.5 → A = [1, −1]
-    for name in ("grpo", "gspo"):
-        got = get_credit(name).advantages(_group())
-        assert got.tolist()[0] == pytest.approx([0, 1, 1, 0, 1, 1], abs=1e-6)
-        assert got.tolist()[1] == pytest.approx([0, -1, -1, 0, 0, 0], abs=1e-6)
+    got = get_credit("grpo").advantages(_group())
+    assert got.tolist()[0] == pytest.approx([0, 1, 1, 0, 1, 1], abs=1e-6)
+    assert got.tolist()[1] == pytest.approx([0, -1, -1, 0, 0, 0], abs=1e-6)
 
 
 def test_trace_method_end_to_end():
@@ -139,7 +165,7 @@ def _composed(name):
     return split_method_credit(plain(compose_config([f"credit={name}"]).credit))[0]
 
 
-@pytest.mark.parametrize("name", ["grpo", "gspo", "trace", "prover", "budget-grpo", "spo-chain", "gigpo", "mc-value",
+@pytest.mark.parametrize("name", ["grpo", "trace", "prover", "spo-chain", "gigpo", "mc-value",
                                   "igpo", "trace-policy", "turn-critic", "gold-evidence"])
 def test_each_default_lives_once_in_the_code(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
@@ -153,6 +179,18 @@ def test_each_default_lives_once_in_the_code(name):
     signature = {k: p.default for k, p in inspect.signature(get_credit(name).advantages).parameters.items()
                  if p.kind == p.KEYWORD_ONLY}
     assert split.advantage == signature
+
+
+@pytest.mark.parametrize("preset, arm, departures", [
+    ("gspo", "gspo", {"clip_low": 3e-4, "clip_high": 4e-4, "loss_agg": "seq-mean-token-mean", "ratio_level": "sequence"}),
+    ("budget-grpo", "budget_grpo", {"extra_rollouts": 2}),
+])
+def test_loss_mode_and_group_size_presets_are_grpo(preset, arm, departures):
+    first_line = (CONF / f"{preset}.yaml").read_text().splitlines()[0:2]
+    assert any(line.startswith(f"# python train.py credit={preset}") for line in first_line)
+    cfg = compose_config([f"credit={preset}"])
+    assert cfg.arm == arm  # the name its runs are compared under
+    assert _composed(preset) == {"name": "grpo", **knob_defaults("grpo"), **departures}
 
 
 def test_paper_defaults():
@@ -222,7 +260,8 @@ def test_split_routes_knobs():
     cfg = _composed("trace") | {"K": 0, "tis_cap": 2.0}
     split = split_credit_config(cfg)
     assert split.advantage["K"] == 0 and split.loss["tis_cap"] == 2.0
-    assert split.run == {"reference_path": None} and "name" not in split.advantage
+    assert split.run == {"reference_path": None, "extra_rollouts": 0, "match_metrics": None}
+    assert "name" not in split.advantage
 
 
 def test_a_method_declares_named_inputs_and_an_unknown_one_is_refused():
@@ -245,7 +284,7 @@ def test_the_orchestrator_builds_exactly_the_declared_inputs():
     called = []
     builders = {name: (lambda req, name=name: called.append(name) or (None, {})) for name in credit_inputs.INPUT_BUILDERS}
     builders["state_keys"] = lambda req: called.append("state_keys") or ([torch.tensor([5, 6])], {"k": 1})
-    register_credit("throwaway-keys", inputs=("state_keys",))(lambda group, *, x=1: None)
+    register_credit("throwaway-keys", inputs=("state_keys",), checks={"x": integer(0)})(lambda group, *, x=1: None)
     try:
         with mock.patch.dict(credit_inputs.INPUT_BUILDERS, builders):
             group, logs = credit_inputs.build_group(get_credit("throwaway-keys"), {}, [traj], None, None, None)

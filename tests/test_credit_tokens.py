@@ -3,13 +3,9 @@
 import pytest
 import torch
 
-from agentcredit.credit.tokens import (
-    ANSWER_TURN,
-    NON_POLICY,
-    constant_token_advantages,
-    prover_token_advantages,
-    trace_token_advantages,
-)
+from agentcredit.credit.prover import prover_token_advantages
+from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY, constant_token_advantages
+from agentcredit.credit.trace import trace_token_advantages
 
 P, A = NON_POLICY, ANSWER_TURN
 # prompt prompt | a1 a1 | obs | a2 | obs | answer answer | pad

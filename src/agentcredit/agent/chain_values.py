@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import ChainValues
 from agentcredit.credit.prover import is_eligible
-from agentcredit.credit.methods import SPO_RUN_KNOBS
+from agentcredit.credit.spo import SPO_RUN_KNOBS
 from agentcredit.credit.spo import chain_boundaries
 from agentcredit.world.types import Question
 

@@ -26,11 +26,34 @@ def plain(cfg: DictConfig | dict | None) -> dict:
     return dict(cfg)
 
 
+def credit_arms() -> dict[str, tuple[str, str]]:
+    """The arms every credit config gives without a file of its own: arm name -> (credit option, recorded arm).
+
+    `arm=<credit option>` runs that option under the arm name comparisons record: the option with `-` spelt `_`
+    (`arm=mc_value`, the name the committed tables use). Both spellings select it, so `arm=mc-value` runs the
+    same arm. A file conf/arm/<name>.yaml (a named setting with knobs of its own) takes precedence."""
+    arm_dir, credit_dir = config_dir() / "arm", config_dir() / "credit"
+    arms = {}
+    for option in sorted(p.stem for p in credit_dir.glob("*.yaml") if not p.stem.startswith("_")):
+        recorded = option.replace("-", "_")
+        for spelling in dict.fromkeys((recorded, option)):
+            if not (arm_dir / f"{spelling}.yaml").is_file():
+                arms[spelling] = (option, recorded)
+    return arms
+
+
+def arm_options() -> list[str]:
+    """Every name `arm=<name>` accepts: conf/arm/'s files and `credit_arms`."""
+    files = [p.stem for p in (config_dir() / "arm").glob("*.yaml") if not p.stem.startswith("_")]
+    return sorted({*files, *credit_arms()})
+
+
 def register_config_nodes() -> None:
-    """Config nodes derived from the credit registry, so that no yaml repeats what the code says:
-    `credit/_sweepable`, every registered method's knobs unset (one sweep may set a knob only some of its
-    methods use: `-m credit=grpo,trace credit.K=0,1,3,5`), and `credit/_defaults/<name>`, a method's knobs
-    at the defaults of its functions (conf/credit/<name>.yaml starts from it and sets only departures).
+    """Config nodes derived from the credit registry and the credit configs, so that no yaml repeats what the code
+    says: `credit/_sweepable`, every registered method's knobs unset (one sweep may set a knob only some of its
+    methods use: `-m credit=grpo,trace credit.K=0,1,3,5`), `credit/_defaults/<name>`, a method's knobs
+    at the defaults of its functions (conf/credit/<name>.yaml starts from it and sets only departures), and
+    `arm/<name>` for every credit config (`credit_arms`: `arm=spo_chain` is `credit=spo-chain` named spo_chain).
     Entry points call it before Hydra composes; a method registered in your own code must be imported
     first to be part of it."""
     from hydra.core.config_store import ConfigStore
@@ -44,6 +67,9 @@ def register_config_nodes() -> None:
     store.store(group="credit", name="_sweepable", node={k: None for d in defaults.values() for k in d})
     for name, knobs in defaults.items():
         store.store(group="credit/_defaults", name=name, node={"name": name, **knobs})
+    for arm, (option, recorded) in credit_arms().items():
+        store.store(group="arm", name=arm, package="_global_",
+                    node={"defaults": [{"override /credit": option}], "arm": recorded})
 
 
 # Keys that were optional (added with +key=...) before conf/config.yaml declared them; Hydra refuses +key=... for

@@ -1,18 +1,21 @@
-"""Credit assignment: pure advantage functions (grpo, trace, prover and the baselines spo-chain, gigpo,
-budget-grpo, gspo), losses and the method registry.
+"""Credit assignment: one module per credit method (grpo, trace, prover, spo-chain, gigpo, igpo and trace-policy,
+gold-evidence, mc-value, turn-critic), each holding its pure functions, its registration and its knobs' value
+checks; the loss and its ratio modes (``losses``); the group-size knobs (``budget``); the method registry.
 
-Importing this package registers the built-in methods, so ``get_credit("trace")`` works after
-``import agentcredit.credit``.
+Importing this package imports every module in it, and so registers every method found there:
+``get_credit("trace")`` works after ``import agentcredit.credit``, and a new method is one new file here.
 """
 
-from agentcredit.credit import methods  # noqa: F401  (registers every built-in method)
-from agentcredit.credit import gold_evidence  # noqa: F401  (registers gold-evidence)
-from agentcredit.credit import mc_value  # noqa: F401  (registers mc-value)
-from agentcredit.credit import igpo  # noqa: F401  (registers igpo and trace-policy)
-from agentcredit.credit import critic  # noqa: F401  (registers turn-critic)
-from agentcredit.credit.config import CreditConfig, split_credit_config, validate_credit_config
-from agentcredit.credit.group import CreditGroup, VerifiedSegment
-from agentcredit.credit.registry import CreditMethod, available_credits, get_credit, register_credit
+import importlib
+import pkgutil
+
+# Every module of the folder, in name order: a method registers itself when its module is imported.
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")
+
+from agentcredit.credit.config import CreditConfig, split_credit_config, validate_credit_config  # noqa: E402
+from agentcredit.credit.group import CreditGroup, VerifiedSegment  # noqa: E402
+from agentcredit.credit.registry import CreditMethod, available_credits, get_credit, register_credit  # noqa: E402
 
 __all__ = [
     "CreditConfig",

@@ -1,12 +1,13 @@
-"""Budget-matched GRPO (ProVer section 4 and Appendix A.3, Table 4).
+"""Group size beyond ``rollout.group_size``: the group-size knobs every credit method takes, and budget-matched
+GRPO (ProVer section 4 and Appendix A.3, Table 4), which is GRPO with them.
 
     python train.py credit=budget-grpo credit.extra_rollouts=2
     python train.py credit=budget-grpo credit.match_metrics=outputs/runs/<prover run>/metrics.csv
 
-Outcome-only GRPO credit (eq. 1, the mean-centred form ProVer uses) on larger groups: each group gets
-``extra_rollouts`` more rollouts, so the policy samples about as many tokens per step as a ProVer run
-spends on its boundary continuations. The credit function is GRPO's own (registered a second time,
-not copied); the orchestrator reads the run knob and widens the groups.
+Each group gets ``extra_rollouts`` more rollouts (default 0), so the policy samples about as many tokens per step
+as a ProVer run spends on its boundary continuations. ``credit=budget-grpo`` (conf/credit/budget-grpo.yaml) is
+``credit=grpo`` with ``extra_rollouts: 2``; it is not a credit method of its own. The orchestrator reads the
+knobs (``lit.credit_inputs.extra_rollouts``) and widens the groups, whatever the method.
 
 Departure: ProVer matches its runs' realised budget with two phase-specific group sizes over 100
 steps; here one number holds for the whole run, either given or derived from a ProVer run's logged
@@ -16,6 +17,15 @@ steps; here one number holds for the whole run, either given or derived from a P
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from agentcredit.credit.knobs import KnobCheck, integer, optional_path
+
+# Knobs of every credit config, with their defaults: read by the orchestrator, not by an advantage function.
+GROUP_KNOBS = {"extra_rollouts": 0, "match_metrics": None}
+GROUP_CHECKS: dict[str, KnobCheck] = {
+    "extra_rollouts": integer(0),
+    "match_metrics": optional_path("null (use extra_rollouts) or the metrics.csv of a ProVer run"),
+}
 
 
 def matched_extra_rollouts(extra_tokens: Sequence[float], group_tokens: Sequence[float], group_size: int) -> int:

@@ -34,8 +34,9 @@ from torch import Tensor
 from agentcredit.credit.gigpo import gigpo_token_advantages
 from agentcredit.credit.group import CreditGroup
 from agentcredit.credit.grpo import STD_TOLERANCE
-from agentcredit.credit.methods import continuation_overhead
+from agentcredit.credit.knobs import boolean, integer, positive, unit_interval
 from agentcredit.credit.registry import register_credit
+from agentcredit.credit.shared import continuation_overhead
 from agentcredit.credit.tokens import ANSWER_TURN
 
 
@@ -132,7 +133,9 @@ def _critic_diagnostics(group: CreditGroup, **knobs) -> dict:
 # Cost per step: no sampled tokens (extra_token_ratio 0), one no-grad forward of each rollout (critic_forward_s,
 # critic_forward_tokens) and the head's fit (critic_fit_s).
 @register_credit("turn-critic", inputs=("critic_values",), run_knobs=CRITIC_RUN_KNOBS, diagnostics=_critic_diagnostics,
-                 step_metrics=continuation_overhead)
+                 step_metrics=continuation_overhead,
+                 checks={"gamma": unit_interval(closed_low=False), "gae_lambda": unit_interval(closed_low=True),
+                         "whiten": boolean(), "critic_lr": positive(), "critic_epochs": integer(1)})
 def turn_critic_advantages(group: CreditGroup, *, gamma: float = 0.99, gae_lambda: float = 0.9,
                            whiten: bool = True) -> Tensor:
     """Turn-PPO: A_k (turn-level GAE of the critic's values, module docstring) on every token of turn k."""

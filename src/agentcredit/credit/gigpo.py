@@ -1,4 +1,4 @@
-"""GiGPO (Feng et al., Group-in-Group Policy Optimization, 2505.10978) as pure functions.
+"""GiGPO (Feng et al., Group-in-Group Policy Optimization, 2505.10978) as pure functions, and ``credit=gigpo``.
 
     python train.py credit=gigpo
 
@@ -32,7 +32,11 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from agentcredit.credit.grpo import OUTCOME_SCALES, STD_TOLERANCE
+from agentcredit.credit.grpo import OUTCOME_SCALE_CHECKS, OUTCOME_SCALES, STD_TOLERANCE, outcome_advantages
+from agentcredit.credit.group import CreditGroup
+from agentcredit.credit.knobs import choice, non_negative, unit_interval
+from agentcredit.credit.registry import register_credit
+from agentcredit.credit.shared import keyword_defaults
 from agentcredit.credit.tokens import ANSWER_TURN, _float_mask, _per_rollout
 
 
@@ -79,3 +83,46 @@ def gigpo_token_advantages(turn_ids: Tensor, loss_mask: Tensor, episode_adv: flo
     if index.numel() and int(index.max()) > last:
         raise ValueError(f"turn_ids reach tool turn {int(index.max())} but step advantages cover 0..{last}")
     return (_per_rollout(episode_adv, mask) + omega * step_adv.to(dtype)[index]) * mask
+
+
+# ---------------------------------------------------------------- credit=gigpo
+
+def gigpo_step_credit(group: CreditGroup, *, gamma: float, step_scale: str) -> tuple[list[Tensor], list[Tensor]]:
+    """(A^S per action [(T_g+1,)], anchor-group sizes [(T_g+1,)]) for a group with state keys."""
+    if group.state_keys is None:
+        raise ValueError("credit=gigpo needs environment state keys: the group has no state_keys "
+                         "(the orchestrator must key each boundary's snapshot first)")
+    rewards = group.float_rewards()
+    returns = [step_returns(float(rewards[g]), int(group.num_turns[g]), gamma) for g in range(group.size)]
+    acted = []
+    for g in range(group.size):
+        row = torch.ones(int(group.num_turns[g]) + 1, dtype=torch.bool)
+        row[-1] = bool(((group.turn_ids[g] == ANSWER_TURN) & (group.loss_mask[g] > 0)).any())
+        acted.append(row)
+    return anchor_step_advantages(returns, group.state_keys, acted, step_scale)
+
+
+def _gigpo_diagnostics(group: CreditGroup, **knobs) -> dict:
+    knobs = {**keyword_defaults(gigpo_advantages), **knobs}
+    step, sizes = gigpo_step_credit(group, gamma=knobs["gamma"], step_scale=knobs["step_scale"])
+    all_sizes = torch.cat(sizes)
+    acted = all_sizes > 0
+    return {
+        "step_advantages": [s.tolist() for s in step],
+        "anchor_sizes": [s.tolist() for s in sizes],
+        # Share of actions whose state some other action of the group was also taken from.
+        "anchor_share": float((all_sizes[acted] > 1).double().mean()) if acted.any() else 0.0,
+        "step_adv_abs": float(torch.cat(step)[acted].abs().mean()) if acted.any() else 0.0,
+    }
+
+
+@register_credit("gigpo", inputs=("state_keys",), diagnostics=_gigpo_diagnostics,
+                 checks={"gamma": unit_interval(closed_low=False), "omega": non_negative(), **OUTCOME_SCALE_CHECKS,
+                         "step_scale": choice(OUTCOME_SCALES)})
+def gigpo_advantages(group: CreditGroup, *, gamma: float = 0.95, omega: float = 1.0, outcome_scale: str = "std",
+                     step_scale: str = "std") -> Tensor:
+    """GiGPO eq. 8: episode advantage A^E_g plus ω times the anchor-state step advantage of each action."""
+    episode = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
+    step, _ = gigpo_step_credit(group, gamma=gamma, step_scale=step_scale)
+    return torch.stack([gigpo_token_advantages(group.turn_ids[g], group.loss_mask[g], episode[g], step[g], omega)
+                        for g in range(group.size)])  # (G, L)

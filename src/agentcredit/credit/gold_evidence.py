@@ -38,12 +38,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from agentcredit.credit.grpo import outcome_advantages
+from agentcredit.credit.grpo import OUTCOME_SCALE_CHECKS, outcome_advantages
 from agentcredit.credit.group import CreditGroup
-from agentcredit.credit.methods import continuation_overhead
+from agentcredit.credit.knobs import boolean, non_negative, unit_interval
 from agentcredit.credit.registry import get_credit, register_credit
-from agentcredit.credit.tokens import trace_token_advantages
-from agentcredit.credit.trace import kstep_credits
+from agentcredit.credit.shared import continuation_overhead, pad_rows
+from agentcredit.credit.trace import kstep_credits, trace_token_advantages
 
 
 def evidence_turn_rewards(events: Tensor, redundancy_coef: float) -> Tensor:
@@ -68,13 +68,6 @@ def _rollout_returns(group: CreditGroup, redundancy_coef: float, gamma: float, n
     return rewards, [turn_returns(r, gamma, normalize) for r in rewards]
 
 
-def _pad(rows: list[Tensor], dtype: torch.dtype) -> Tensor:
-    padded = torch.zeros(len(rows), max((r.numel() for r in rows), default=0), dtype=dtype)
-    for g, row in enumerate(rows):
-        padded[g, : row.numel()] = row
-    return padded  # (G, T_max)
-
-
 def _diagnostics(group: CreditGroup, **knobs) -> dict:
     """Per rollout: gains, redundancy shares, turn returns; per group: the share of needed facts a rollout
     found, of tool turns that found one, and the mean redundancy."""
@@ -93,7 +86,9 @@ def _diagnostics(group: CreditGroup, **knobs) -> dict:
     }
 
 
-@register_credit("gold-evidence", inputs=("evidence",), diagnostics=_diagnostics, step_metrics=continuation_overhead)
+@register_credit("gold-evidence", inputs=("evidence",), diagnostics=_diagnostics, step_metrics=continuation_overhead,
+                 checks={"redundancy_coef": non_negative(), "gamma": unit_interval(closed_low=False), "normalize": boolean(),
+                         "alpha_out": non_negative(), "alpha_turn": non_negative(), **OUTCOME_SCALE_CHECKS})
 def gold_evidence_advantages(
     group: CreditGroup,
     *,
@@ -107,5 +102,5 @@ def gold_evidence_advantages(
     """Â = α_out A_g + α_turn R_k on tool turn k's tokens, α_out A_g on the answer's (module docstring)."""
     outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
     _, returns = _rollout_returns(group, redundancy_coef, gamma, normalize, outcome.dtype)
-    return trace_token_advantages(group.turn_ids, group.loss_mask, outcome, _pad(returns, outcome.dtype),
+    return trace_token_advantages(group.turn_ids, group.loss_mask, outcome, pad_rows(returns, outcome.dtype),
                                   alpha_out, alpha_turn)

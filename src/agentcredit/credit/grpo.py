@@ -1,4 +1,4 @@
-"""Group-relative outcome advantage (GRPO), the base every credit method builds on.
+"""Group-relative outcome advantage (GRPO), the base every credit method builds on, and ``credit=grpo``.
 
 Two scales, both used by the papers:
 - ``"std"``: (R_g − mean R) / σ_R with the population σ, and 0 for the whole group when σ_R = 0
@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from agentcredit.credit.group import CreditGroup
+from agentcredit.credit.knobs import choice
+from agentcredit.credit.registry import register_credit
+from agentcredit.credit.tokens import constant_token_advantages
 
 OUTCOME_SCALES = ("std", "none")
 # Rewards live on a ~0.1 grid (correct 1.0, format 0.1); any real spread is far above this.
@@ -56,3 +61,15 @@ def group_signal_shares(rewards: Tensor, groups: Tensor, correct_score: float = 
         right = r >= correct_score
         mixed += int(bool(right.any()) and not bool(right.all()))
     return spread / len(ids), mixed / len(ids)
+
+
+# Checks of the outcome advantage's scale, for every method whose advantages start from it.
+OUTCOME_SCALE_CHECKS = {"outcome_scale": choice(OUTCOME_SCALES)}
+
+
+@register_credit("grpo", checks=OUTCOME_SCALE_CHECKS)
+def grpo_advantages(group: CreditGroup, *, outcome_scale: str = "std") -> Tensor:
+    """GRPO: A_g on every policy token of rollout g. GSPO (``credit=gspo``) and budget-matched GRPO
+    (``credit=budget-grpo``) are this method with a loss mode and a group size of their own (conf/credit/)."""
+    outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
+    return constant_token_advantages(group.loss_mask, outcome)

@@ -48,8 +48,10 @@ from torch import Tensor
 from agentcredit.credit.gigpo import gigpo_token_advantages
 from agentcredit.credit.grpo import OUTCOME_SCALES, outcome_advantages
 from agentcredit.credit.group import CreditGroup
-from agentcredit.credit.methods import _defaults, _trace_diagnostics, trace_advantages
+from agentcredit.credit.knobs import choice, unit_interval
 from agentcredit.credit.registry import register_credit
+from agentcredit.credit.shared import keyword_defaults
+from agentcredit.credit.trace import TRACE_CHECKS, trace_advantages, trace_diagnostics
 
 GAINS = ("prob", "log_prob")
 NORM_MODES = ("joint", "separate")
@@ -141,7 +143,7 @@ def igpo_turn_credit(group: CreditGroup, *, gamma: float, gain: str, norm_mode: 
 
 def _igpo_diagnostics(group: CreditGroup, **knobs) -> dict:
     """Per rollout: its information gains and turn advantages; scalars: how the gains spread and p_0."""
-    k = {**_defaults(igpo_advantages), **knobs}
+    k = {**keyword_defaults(igpo_advantages), **knobs}
     rewards, _, advantages = igpo_turn_credit(group, gamma=k["gamma"], gain=k["gain"], norm_mode=k["norm_mode"],
                                               reward_scale=k["reward_scale"])
     gains = torch.cat([r[:-1] for r in rewards])
@@ -156,7 +158,9 @@ def _igpo_diagnostics(group: CreditGroup, **knobs) -> dict:
     }
 
 
-@register_credit("igpo", inputs=("policy_scores",), diagnostics=_igpo_diagnostics, step_metrics=scoring_overhead)
+@register_credit("igpo", inputs=("policy_scores",), diagnostics=_igpo_diagnostics, step_metrics=scoring_overhead,
+                 checks={"gamma": unit_interval(closed_low=False), "gain": choice(GAINS), "norm_mode": choice(NORM_MODES),
+                         "reward_scale": choice(OUTCOME_SCALES)})
 def igpo_advantages(group: CreditGroup, *, gamma: float = 1.0, gain: str = "prob", norm_mode: str = "joint",
                     reward_scale: str = "std") -> Tensor:
     """IGPO: A_k = Σ_{j≥k} γ^{j−k} r̂_j on the tokens of turn k, the answer's tokens A_T (module docstring)."""
@@ -177,5 +181,5 @@ def _on_policy_scores(fn):
 
 
 # The TRACE ablation with the current policy as scorer (as IGPO scores): everything else is TRACE's.
-register_credit("trace-policy", inputs=("policy_scores",), diagnostics=_on_policy_scores(_trace_diagnostics),
-                step_metrics=scoring_overhead)(_on_policy_scores(trace_advantages))
+register_credit("trace-policy", inputs=("policy_scores",), diagnostics=_on_policy_scores(trace_diagnostics),
+                step_metrics=scoring_overhead, checks=TRACE_CHECKS)(_on_policy_scores(trace_advantages))

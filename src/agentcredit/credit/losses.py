@@ -7,8 +7,11 @@ c− = 0.2, c+ = 0.28). ``aggregate`` turns per-token values into one number:
 - ``"seq-mean-token-mean"``: mean over each sequence's tokens, then over sequences. For a batch of
   prompt groups of equal size G this equals eq. 12's (1/G) Σ_g (1/|I_g|) Σ_t, averaged over groups.
 
-Options beyond eq. 12:
-- ``ratio_level="sequence"`` (GSPO, Zheng et al. 2025): one ratio per sequence,
+Loss modes are not credit methods: any method's advantages go through any of them, chosen by the loss knobs
+(``credit.ratio_level`` and the rest of ``policy_loss``'s keywords, ``LOSS_CHECKS`` their value checks).
+The importance ratio is a registry of its own (``RATIO_LEVELS``, extended with ``register_ratio``):
+- ``ratio_level="token"`` (default): ρ_t = π_θ/π_old per token (eq. 12).
+- ``ratio_level="sequence"`` (GSPO, Zheng et al. 2025; ``credit=gspo`` is GRPO with it): one ratio per sequence,
   s_i = exp(mean_t (log π_θ − log π_old)), the length-normalised sequence ratio, used for every token
   of that sequence; GSPO's clip ranges are 3e-4 / 4e-4 (``GSPO_CLIP_LOW/HIGH``).
 - Truncated importance sampling (``tis_weights``): the sampler's log-probabilities (behaviour
@@ -21,11 +24,14 @@ Options beyond eq. 12:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
+from agentcredit.credit.knobs import KnobCheck, choice, non_negative, positive
+
 AGG_MODES = ("token-mean", "seq-mean-token-mean")
-RATIO_LEVELS = ("token", "sequence")
 GSPO_CLIP_LOW = 3e-4
 GSPO_CLIP_HIGH = 4e-4
 # exp() of a log-ratio beyond this overflows float32 long before clipping could matter.
@@ -88,6 +94,33 @@ def sequence_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> 
     return masked_mean(logprobs - old_logprobs, mask, dim=-1)
 
 
+def token_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
+    """log π_θ − log π_old of every token. (B, L) → (B, L)."""
+    return logprobs - old_logprobs
+
+
+def sequence_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
+    """GSPO: each sequence's ``sequence_log_ratio`` on every one of its tokens. (B, L) → (B, L)."""
+    return sequence_log_ratio(logprobs, old_logprobs, mask).unsqueeze(-1).expand_as(logprobs)
+
+
+LogRatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+# ratio level -> per-token log-ratio (logprobs, old_logprobs, mask) → (B, L) that the clipped surrogate exponentiates.
+_RATIOS: dict[str, LogRatioFn] = {"token": token_log_ratio, "sequence": sequence_log_ratio_per_token}
+RATIO_LEVELS = tuple(_RATIOS)  # the built-in ones; ratio_levels() adds those registered since
+
+
+def register_ratio(level: str, fn: LogRatioFn) -> None:
+    """Add an importance-ratio mode, chosen with ``credit.ratio_level=<level>``."""
+    if level in _RATIOS:
+        raise ValueError(f"ratio level {level!r} is already registered; pick another name")
+    _RATIOS[level] = fn
+
+
+def ratio_levels() -> tuple[str, ...]:
+    return tuple(_RATIOS)
+
+
 def clipped_surrogate(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -105,13 +138,10 @@ def clipped_surrogate(
     Returns (loss, stats) with detached stats: clip_frac (tokens where the clipped branch is taken),
     clip_frac_low / clip_frac_high (by side), approx_kl (k3 estimate of KL(π_old ‖ π_θ)), ratio_mean.
     """
-    if ratio_level not in RATIO_LEVELS:
-        raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
-    token_log_ratio = logprobs - old_logprobs  # (B, L)
-    if ratio_level == "token":
-        log_ratio = token_log_ratio
-    else:
-        log_ratio = sequence_log_ratio(logprobs, old_logprobs, mask).unsqueeze(-1).expand_as(logprobs)  # (B, L)
+    if ratio_level not in _RATIOS:
+        raise ValueError(f"ratio_level must be one of {tuple(_RATIOS)}, got {ratio_level!r}")
+    per_token_log_ratio = token_log_ratio(logprobs, old_logprobs, mask)  # (B, L)
+    log_ratio = _RATIOS[ratio_level](logprobs, old_logprobs, mask)  # (B, L)
     ratio = torch.exp(log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))  # (B, L)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1 - clip_low, 1 + clip_high)
@@ -124,12 +154,12 @@ def clipped_surrogate(
         took_clip = (clipped > unclipped).to(logprobs.dtype)
         low_side = took_clip * (ratio < 1 - clip_low).to(logprobs.dtype)
         high_side = took_clip * (ratio > 1 + clip_high).to(logprobs.dtype)
-        token_ratio = torch.exp(token_log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+        token_ratio = torch.exp(per_token_log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
         stats = {
             "clip_frac": masked_mean(took_clip, mask),
             "clip_frac_low": masked_mean(low_side, mask),
             "clip_frac_high": masked_mean(high_side, mask),
-            "approx_kl": masked_mean(token_ratio - 1 - token_log_ratio, mask),
+            "approx_kl": masked_mean(token_ratio - 1 - per_token_log_ratio, mask),
             "ratio_mean": masked_mean(ratio, mask),
         }
     return loss, stats
@@ -173,6 +203,18 @@ def policy_loss(
         loss = loss + kl_coef * kl
         stats["kl_ref"] = kl.detach()
     return loss, stats
+
+
+# Value checks of policy_loss's keyword settings (the loss knobs of every credit config).
+LOSS_CHECKS: dict[str, KnobCheck] = {
+    # null: the token ratio (how configs recorded before the ratio was a loss mode of its own say it)
+    "ratio_level": ((lambda v: v is None or v in _RATIOS), f"null (token) or one of {list(RATIO_LEVELS)}"),
+    "clip_low": ((lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1), "a number in (0, 1)"),
+    "clip_high": positive(),
+    "loss_agg": choice(AGG_MODES),
+    "kl_coef": non_negative(),
+    "tis_cap": ((lambda v: v is None or (positive()[0](v))), "null (off) or a number > 0"),
+}
 
 
 def rollouts_with_gradient(advantages: list[Tensor], kl_coef: float = 0.0) -> list[int]:

@@ -31,8 +31,9 @@ from torch import Tensor
 
 from agentcredit.credit.gigpo import gigpo_token_advantages
 from agentcredit.credit.group import CreditGroup
-from agentcredit.credit.methods import continuation_overhead
+from agentcredit.credit.knobs import boolean, integer
 from agentcredit.credit.registry import register_credit
+from agentcredit.credit.shared import continuation_overhead
 from agentcredit.credit.tokens import ANSWER_TURN
 
 # Run knobs: M continuations per state; measure all groups (false) or only those with differing rewards.
@@ -67,7 +68,8 @@ def _mc_diagnostics(group: CreditGroup, **knobs) -> dict:
 
 
 @register_credit("mc-value", inputs=("state_values",), run_knobs=MC_VALUE_RUN_KNOBS, diagnostics=_mc_diagnostics,
-                 step_metrics=continuation_overhead)
+                 step_metrics=continuation_overhead,
+                 checks={"num_continuations": integer(1), "only_mixed_groups": boolean()})
 def mc_value_advantages(group: CreditGroup) -> Tensor:
     """A_k = V̂(S_{k+1}) − V̂(S_k) on tool turn k's tokens, R − V̂(S_T) on the final turn's; (G, L)."""
     rewards = group.float_rewards()  # (G,)

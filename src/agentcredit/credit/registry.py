@@ -1,11 +1,14 @@
 """Credit methods registered by name, chosen on the command line with ``credit=<name>``.
 
-Each entry names the credit inputs it reads beyond the rollouts (``inputs``, from ``CREDIT_INPUTS``:
-reference scores, policy scores, a verified segment, chain values, state keys, Monte Carlo state values,
-evidence events, critic values) and which importance ratio the loss uses (``ratio_level``). The
-orchestrator computes each declared input by its one builder (``lit.credit_inputs.INPUT_BUILDERS``) and
-no other. Groups get ``extra_rollouts`` more rollouts when a method has that run knob. The orchestrator
-then calls ``method.advantages(group, **advantage_knobs)`` and never branches on the method's name.
+A method is one module of this package (the package imports every module in it, so registering is all it
+takes): its pure functions, its ``@register_credit`` entry and the value checks of its knobs (``checks``, one
+per knob, from ``credit.knobs``). Each entry names the credit inputs it reads beyond the rollouts (``inputs``,
+from ``CREDIT_INPUTS``: reference scores, policy scores, a verified segment, chain values, state keys, Monte
+Carlo state values, evidence events, critic values). The orchestrator computes each declared input by its one
+builder (``lit.credit_inputs.INPUT_BUILDERS``) and no other, then calls ``method.advantages(group,
+**advantage_knobs)`` and never branches on the method's name. How the loss weighs the advantages (its ratio,
+clip range, aggregation) and how many rollouts a group has are not a method's: they are the loss knobs
+(``losses``) and the group-size knobs (``budget``) every method takes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from torch import Tensor
 
 from agentcredit.credit.group import CREDIT_INPUTS
-from agentcredit.credit.losses import RATIO_LEVELS
+from agentcredit.credit.knobs import KnobCheck
 
 AdvantageFn = Callable[..., Tensor]
 DiagnosticsFn = Callable[..., dict]
@@ -27,15 +30,15 @@ StepMetricsFn = Callable[[dict[str, list[float]]], dict[str, float]]
 @dataclass(frozen=True)
 class CreditMethod:
     """name; advantages(group, **knobs) -> (G, L); knobs the orchestrator reads itself (``run_knobs``:
-    name -> default);
+    name -> default); ``checks``: knob -> (test, what it must be) for every advantage and run knob;
     optional diagnostics(group, **knobs) -> dict of per-turn values and scalars for logging; optional
     step_metrics(logs) -> step-level figures from every group's scalar logs of one step (key -> values)."""
 
     name: str
     advantages: AdvantageFn
     inputs: tuple[str, ...] = ()
-    ratio_level: str = "token"
     run_knobs: Mapping[str, object] = field(default_factory=dict)
+    checks: Mapping[str, KnobCheck] = field(default_factory=dict)
     diagnostics: DiagnosticsFn | None = None
     step_metrics: StepMetricsFn | None = None
     advantage_knobs: tuple[str, ...] = field(init=False)
@@ -46,8 +49,6 @@ class CreditMethod:
         if unknown:
             raise ValueError(f"credit method {self.name!r}: unknown credit input(s) {unknown}; "
                              f"known: {', '.join(CREDIT_INPUTS)}")
-        if self.ratio_level not in RATIO_LEVELS:
-            raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {self.ratio_level!r}")
         params = list(inspect.signature(self.advantages).parameters.values())
         if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
             raise TypeError(f"credit method {self.name!r}: advantages must take the CreditGroup as first argument")
@@ -57,6 +58,13 @@ class CreditMethod:
         if any(p.default is p.empty for p in params[1:]):
             raise TypeError(f"credit method {self.name!r}: every knob of advantages needs a default (its one home)")
         object.__setattr__(self, "advantage_knobs", knobs)
+        unchecked = [k for k in (*knobs, *self.run_knobs) if k not in self.checks]
+        if unchecked:
+            raise TypeError(f"credit method {self.name!r}: knob(s) {unchecked} have no value check; give one each in "
+                            f"checks= (credit/knobs.py has the kinds)")
+        strays = [k for k in self.checks if k not in knobs and k not in self.run_knobs]
+        if strays:
+            raise TypeError(f"credit method {self.name!r}: checks name {strays}, which are not its knobs")
 
     def reads(self, input_name: str) -> bool:
         """Whether the method declared `input_name` (one of ``CREDIT_INPUTS``)."""
@@ -80,8 +88,8 @@ def register_credit(
     name: str,
     *,
     inputs: tuple[str, ...] = (),
-    ratio_level: str = "token",
     run_knobs: Mapping[str, object] | None = None,
+    checks: Mapping[str, KnobCheck] | None = None,
     diagnostics: DiagnosticsFn | None = None,
     step_metrics: StepMetricsFn | None = None,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
@@ -90,9 +98,8 @@ def register_credit(
     def decorator(fn: AdvantageFn) -> AdvantageFn:
         if name in _REGISTRY:
             raise ValueError(f"credit method {name!r} is already registered; pick another name")
-        _REGISTRY[name] = CreditMethod(name, fn, inputs=tuple(inputs), ratio_level=ratio_level,
-                                       run_knobs=dict(run_knobs or {}), diagnostics=diagnostics,
-                                       step_metrics=step_metrics)
+        _REGISTRY[name] = CreditMethod(name, fn, inputs=tuple(inputs), run_knobs=dict(run_knobs or {}),
+                                       checks=dict(checks or {}), diagnostics=diagnostics, step_metrics=step_metrics)
         return fn
 
     return decorator

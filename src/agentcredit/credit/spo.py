@@ -26,7 +26,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from agentcredit.credit.tokens import ANSWER_TURN, _float_mask
+from agentcredit.credit.grpo import OUTCOME_SCALE_CHECKS, outcome_advantages
+from agentcredit.credit.group import CreditGroup
+from agentcredit.credit.knobs import integer
+from agentcredit.credit.prover import ELIGIBILITY_CHECKS
+from agentcredit.credit.registry import register_credit
+from agentcredit.credit.shared import continuation_overhead
+from agentcredit.credit.tokens import ANSWER_TURN, _float_mask, constant_token_advantages
 
 MAX_SEGMENTS = 3
 
@@ -75,3 +81,39 @@ def chain_token_advantages(turn_ids: Tensor, loss_mask: Tensor, boundaries: Sequ
     action = torch.where(turn_ids == ANSWER_TURN, torch.full_like(turn_ids, big), turn_ids.long())  # (L,)
     segment = torch.bucketize(action, torch.tensor(list(boundaries), dtype=torch.long), right=True)  # (L,)
     return segment_advantages.to(dtype)[segment] * mask
+
+
+# ---------------------------------------------------------------- credit=spo-chain
+
+# Knobs the orchestrator (agent/chain_values.py) reads itself, with their defaults (ProVer Appendix A.3).
+SPO_RUN_KNOBS = {"num_continuations": 8, "max_segments": MAX_SEGMENTS, "eligible_low": 0.0, "eligible_high": 0.5,
+                 "success_threshold": 1.0}
+
+
+def _chain_segment_advantages(group: CreditGroup) -> dict[int, tuple[tuple[int, ...], Tensor]]:
+    """rollout -> (internal boundaries, (m,) segment advantages A_1..A_m) for each measured rollout."""
+    v0 = float(group.float_rewards().mean())
+    return {c.rollout: (c.boundaries, chain_advantages(v0, c.values, float(group.rewards[c.rollout])))
+            for c in group.chains or ()}
+
+
+def _spo_diagnostics(group: CreditGroup, **knobs) -> dict:
+    chains = _chain_segment_advantages(group)
+    values = {c.rollout: list(c.values) for c in group.chains or ()}
+    return {
+        "chain_boundaries": [list(chains[g][0]) if g in chains else None for g in range(group.size)],
+        "chain_values": [values.get(g) for g in range(group.size)],
+        "segment_advantages": [chains[g][1].tolist() if g in chains else None for g in range(group.size)],
+    }
+
+
+@register_credit("spo-chain", inputs=("chain_values",), run_knobs=SPO_RUN_KNOBS, diagnostics=_spo_diagnostics,
+                 step_metrics=continuation_overhead,
+                 checks={**OUTCOME_SCALE_CHECKS, **ELIGIBILITY_CHECKS, "max_segments": integer(1)})
+def spo_chain_advantages(group: CreditGroup, *, outcome_scale: str = "none") -> Tensor:
+    """SPO-chain (ProVer Appendix A.3): A_j on segment j of each measured success, GRPO elsewhere."""
+    outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
+    advantages = constant_token_advantages(group.loss_mask, outcome)  # (G, L)
+    for g, (boundaries, seg_adv) in _chain_segment_advantages(group).items():
+        advantages[g] = chain_token_advantages(group.turn_ids[g], group.loss_mask[g], boundaries, seg_adv)
+    return advantages

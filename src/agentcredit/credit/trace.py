@@ -1,4 +1,5 @@
-"""TRACE turn credit (Tao et al., 2607.13988, section 3), as pure functions of one rollout.
+"""TRACE turn credit (Tao et al., 2607.13988, section 3): pure functions of one rollout, their token mapping
+(eq. 11) and ``credit=trace``.
 
     ℓ̄_k (T+1,) ──td_credits──► δ_k (T,) ──kstep_credits──► c_k (T,) ──turn_rewards──► r_k (T,)
 
@@ -22,6 +23,13 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from agentcredit.credit.grpo import OUTCOME_SCALE_CHECKS, outcome_advantages
+from agentcredit.credit.group import CreditGroup
+from agentcredit.credit.knobs import boolean, choice, integer, non_negative, optional_path, positive, unit_interval
+from agentcredit.credit.registry import register_credit
+from agentcredit.credit.shared import keyword_defaults, pad_rows
+from agentcredit.credit.tokens import ANSWER_TURN, _float_mask, _per_rollout
 
 TRANSFORMS = ("log_ratio", "raw", "linear")
 ANSWER_TAIL_RULES = ("group_mean", "none")
@@ -122,3 +130,107 @@ def answer_tail_terms(turn_rewards_per_rollout: list[Tensor], scale: float, rule
     means = torch.stack([r.mean().to(dtype) if r.numel() else torch.zeros((), dtype=dtype)
                          for r in turn_rewards_per_rollout])  # (G,) r̄_g
     return scale * (means - means.mean())
+
+
+def trace_token_advantages(
+    turn_ids: Tensor,
+    loss_mask: Tensor,
+    outcome_adv: float | Tensor,
+    turn_rewards: Tensor,
+    alpha_out: float = 1.0,
+    alpha_turn: float = 0.2,
+    answer_tail: float | Tensor = 0.0,
+) -> Tensor:
+    """TRACE eq. 11: Â_t = α_out A_g + α_turn r_{turn(t)} on tool-action tokens, and
+    α_out A_g + answer_tail on ANSWER_TURN tokens (``answer_tail_terms`` gives the tail).
+
+    turn_ids, loss_mask: (..., L); turn_rewards: (..., T) (rows right-padded when T_g differs);
+    outcome_adv, answer_tail: float or (...). Returns (..., L) in turn_rewards' float dtype.
+    """
+    dtype = turn_rewards.dtype if turn_rewards.is_floating_point() else torch.get_default_dtype()
+    mask = _float_mask(loss_mask, turn_ids, dtype)
+    num_turns = turn_rewards.shape[-1]
+    if turn_ids.numel() and turn_ids.max() >= num_turns:
+        raise ValueError(f"turn_ids reach tool turn {turn_ids.max().item()} but only {num_turns} turn rewards were given")
+    # Column T is a zero slot so non-tool tokens can share one gather, also when T = 0.
+    padded = torch.cat([turn_rewards.to(dtype), turn_rewards.new_zeros(*turn_rewards.shape[:-1], 1, dtype=dtype)], dim=-1)
+    turn_ids = turn_ids.long()  # gather needs int64 indices
+    index = torch.where(turn_ids >= 0, turn_ids, torch.full_like(turn_ids, num_turns))  # (..., L)
+    turn_part = torch.gather(padded.expand(*turn_ids.shape[:-1], num_turns + 1), -1, index)  # (..., L)
+    is_answer = (turn_ids == ANSWER_TURN).to(dtype)
+    adv = alpha_out * _per_rollout(outcome_adv, mask) + alpha_turn * turn_part + is_answer * _per_rollout(answer_tail, mask)
+    return adv * mask
+
+
+# ---------------------------------------------------------------- credit=trace
+
+# Read by the orchestrator itself: null scores with the initial policy weights (ProVer section 4, Appendix A.2).
+TRACE_RUN_KNOBS = {"reference_path": None}
+# The advantage knobs' checks (trace-policy, in igpo.py, reuses them); gold evidence shares some.
+TRACE_CHECKS = {
+    "eps": positive(),
+    "K": integer(0),
+    "gamma": unit_interval(closed_low=False),
+    "lambda_term": non_negative(),
+    "alpha_out": non_negative(),
+    "alpha_turn": non_negative(),
+    "transform": choice(TRANSFORMS),
+    "normalize": boolean(),
+    "answer_tail_scale": non_negative(),
+    "answer_tail_rule": choice(ANSWER_TAIL_RULES),
+    **OUTCOME_SCALE_CHECKS,
+}
+REFERENCE_PATH_CHECK = {"reference_path": optional_path("null (the initial policy weights) or a checkpoint path")}
+
+
+def _outcome_and_deltas(group: CreditGroup, eps: float, transform: str, outcome_scale: str
+                        ) -> tuple[Tensor, list[Tensor]]:
+    """(A_g (G,), δ per rollout [(T_g,)]) for a group with reference scores (TRACE eqs. 6–7)."""
+    if group.mean_logprobs is None:
+        raise ValueError("credit=trace needs reference scores: the group has no mean_logprobs "
+                         "(the orchestrator must run the reference scorer first)")
+    outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)
+    return outcome, [td_credits(scores.to(outcome.dtype), eps, transform) for scores in group.mean_logprobs]
+
+
+def trace_diagnostics(group: CreditGroup, **knobs) -> dict:
+    """Per-turn δ and r of every rollout and batch scalars for logging (credit/… metrics)."""
+    k = {**keyword_defaults(trace_advantages), **knobs}
+    outcome, deltas = _outcome_and_deltas(group, k["eps"], k["transform"], k["outcome_scale"])
+    rewards = [turn_rewards(d, float(a), k["K"], k["gamma"], k["lambda_term"], k["normalize"])
+               for d, a in zip(deltas, outcome)]
+    all_deltas = torch.cat(deltas) if deltas else torch.zeros(0)
+    all_rewards = torch.cat(rewards) if rewards else torch.zeros(0)
+    has_turns = all_deltas.numel() > 0
+    return {
+        "deltas": [d.tolist() for d in deltas],
+        "turn_rewards": [r.tolist() for r in rewards],
+        "delta_mean": float(all_deltas.mean()) if has_turns else 0.0,
+        "delta_std": float(all_deltas.std(correction=0)) if has_turns else 0.0,
+        "turn_reward_pos_frac": float((all_rewards > 0).double().mean()) if has_turns else 0.0,
+    }
+
+
+@register_credit("trace", inputs=("reference_scores",), run_knobs=TRACE_RUN_KNOBS,
+                 checks={**TRACE_CHECKS, **REFERENCE_PATH_CHECK}, diagnostics=trace_diagnostics)
+def trace_advantages(
+    group: CreditGroup,
+    *,
+    eps: float = 0.1,
+    K: int = 3,
+    gamma: float = 0.8,
+    lambda_term: float = 2.0,
+    alpha_out: float = 1.0,
+    alpha_turn: float = 0.2,
+    transform: str = "log_ratio",
+    normalize: bool = True,
+    answer_tail_scale: float = 0.05,
+    answer_tail_rule: str = "group_mean",
+    outcome_scale: str = "std",
+) -> Tensor:
+    """TRACE eqs. 6–11 for every rollout of the group, answer tokens by ``answer_tail_terms``."""
+    outcome, deltas = _outcome_and_deltas(group, eps, transform, outcome_scale)
+    rewards = [turn_rewards(d, float(a), K, gamma, lambda_term, normalize) for d, a in zip(deltas, outcome)]
+    tails = answer_tail_terms(rewards, answer_tail_scale, answer_tail_rule).to(outcome.dtype)  # (G,)
+    return trace_token_advantages(group.turn_ids, group.loss_mask, outcome, pad_rows(rewards, outcome.dtype),
+                                  alpha_out, alpha_turn, tails)

@@ -20,8 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory
-from agentcredit.common.configs import ConfigError, compose_config, plain
-from agentcredit.common.paths import config_dir
+from agentcredit.common.configs import ConfigError, arm_options, compose_config, plain
 from agentcredit.world.types import Question
 
 
@@ -33,11 +32,11 @@ def method_override(label: str) -> str:
 
     if label in available_credits():
         return f"credit={label}"
-    if (config_dir() / "arm" / f"{label}.yaml").is_file():
+    arms = arm_options()
+    if label in arms:
         return f"arm={label}"
-    arms = sorted(p.stem for p in (config_dir() / "arm").glob("*.yaml"))
     raise ConfigError(f"methods: unknown method {label!r}; give a registered credit method "
-                      f"({', '.join(available_credits())}) or an arm of conf/arm/ ({', '.join(arms)})")
+                      f"({', '.join(available_credits())}) or an arm ({', '.join(arms)})")
 
 
 @dataclass

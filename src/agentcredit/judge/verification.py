@@ -45,7 +45,7 @@ from typing import Callable
 
 from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import VerifiedSegment
-from agentcredit.credit.methods import PROVER_RUN_KNOBS
+from agentcredit.credit.prover import PROVER_RUN_KNOBS
 from agentcredit.credit.prover import is_eligible, segment_advantage, shortest_successful, validate_segment
 from agentcredit.judge.base import Judge, Proposal
 from agentcredit.judge.budget import JudgeBudgetSpent, judge_deadline
