@@ -225,6 +225,7 @@ COMMANDS = {
     "python train.py credit=answer-weighted credit.tool_weight=-1": ("test", TUTORIAL),
     "python train.py credit=answer-weighted trainer.max_steps=2": ("test", TUTORIAL),
     "python scripts/credit_fidelity.py methods=[grpo,answer-weighted] n=2 mc=2": ("test", TUTORIAL),
+    "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
 }
 
 
