@@ -13,8 +13,8 @@
 #   grpo_fsdp_vllm           3 training steps with trainer=fsdp rollout.engine=vllm (only where `vllm` imports):
 #                            SmolLM2-135M's architecture (Llama, 30 layers x 576, 9 heads, 3 KV heads) with random
 #                            weights, float32 shards, bf16 compute, a bf16 engine reloaded from the gathered shards
-#   reference_scoring        scripts/bench_reference_scoring.py on CUDA in bf16 (its JSON line as result)
-#   rollout                  scripts/bench_rollout.py on CUDA, HF engine (its JSON line); with --engine vllm too
+#   reference_scoring        benchmarks/bench_reference_scoring.py on CUDA in bf16 (its JSON line as result)
+#   rollout                  benchmarks/bench_rollout.py on CUDA, HF engine (its JSON line); with --engine vllm too
 # Each line says ok, its wall seconds, on failure the last line of its log (logs stay in $OUT), and for
 # a training run what its metrics.csv says: step time, weight sync seconds and the largest logprob gap
 # (scripts/check_line.py).
@@ -86,10 +86,10 @@ if [ "$has_vllm" = 1 ]; then
   train grpo_vllm credit=grpo trainer=gpu "${VLLM_GPU[@]}"
   train grpo_fsdp_vllm credit=grpo "${FSDP[@]}" "${SMOLLM2_SHAPE[@]}" "${VLLM_GPU[@]}" rollout.vllm.dtype=bfloat16
 fi
-bench reference_scoring scripts/bench_reference_scoring.py --device cuda --dtype bfloat16 --T 8 --trajectories 8
-bench rollout scripts/bench_rollout.py --device cuda --repeats 2 model.warm_start=false env.retriever=bm25
+bench reference_scoring benchmarks/bench_reference_scoring.py --device cuda --dtype bfloat16 --T 8 --trajectories 8
+bench rollout benchmarks/bench_rollout.py --device cuda --repeats 2 model.warm_start=false env.retriever=bm25
 if [ "$has_vllm" = 1 ]; then
-  bench rollout_vllm scripts/bench_rollout.py --device cuda --engine vllm --repeats 2 model.warm_start=false \
+  bench rollout_vllm benchmarks/bench_rollout.py --device cuda --engine vllm --repeats 2 model.warm_start=false \
     env.retriever=bm25 "${VLLM_GPU[@]:1}"
 fi
 [ "$LIST" = 1 ] && exit 0

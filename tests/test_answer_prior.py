@@ -59,7 +59,7 @@ def test_answer_kind_match_compares_number_against_name():
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "scripts/answer_prior.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "scripts/research/answer_prior.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
 def test_script_prints_one_line_for_a_small_world():

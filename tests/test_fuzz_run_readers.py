@@ -1,4 +1,4 @@
-"""The run-record readers (scripts/compare.py, scripts/restore_sweep.py, scripts/success_by_hops.py, bench_step's
+"""The run-record readers (scripts/compare.py, scripts/restore_sweep.py, scripts/research/success_by_hops.py, bench_step's
 child line, train's metric_by_step) on damaged and hostile files: a hostile corpus of the values a file can hold
 (integers of 400 and 5,000 digits, Infinity, 1e400, -1e308, NaN, lone surrogates, 200k-deep nesting, lists and
 nulls where records belong, strings where numbers belong, cut-short lines, binary) and Hypothesis on any JSON
@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -101,9 +102,14 @@ def hostile_corpus() -> list[tuple[str, str, bytes]]:
 # ------------------------------------------------------------------ running a script on one case
 
 def script_main(name: str):
-    main = runpy.run_path(str(ROOT / "scripts" / name))["main"]
+    folder = ROOT / "scripts" / ("research" if name == "success_by_hops.py" else "")
+    main = runpy.run_path(str(folder / name))["main"]
     if name == "compare.py":  # the picture is matplotlib's work, not a reader: left out to keep the cases fast
-        main.__globals__["plot_learning_curves"] = lambda runs, path, *a, **k: path
+        def without_picture(argv):
+            # main's globals are agentcredit.cli.compare's own: patched for this call only
+            with mock.patch.dict(main.__globals__, plot_learning_curves=lambda runs, path, *a, **k: path):
+                return main(argv)
+        return without_picture
     return main
 
 

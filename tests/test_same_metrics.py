@@ -1,4 +1,4 @@
-"""scripts/same_metrics.py: a refactor's check that two runs logged the same figures."""
+"""scripts/research/same_metrics.py: a refactor's check that two runs logged the same figures."""
 
 import csv
 import json
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "same_metrics.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "research" / "same_metrics.py"
 
 
 def _run(folder: Path, loss: str, step_seconds: str) -> Path:

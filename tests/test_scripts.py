@@ -1,4 +1,4 @@
-"""The README's check and benchmark commands run and print one JSON line with the promised keys."""
+"""The README's check and benchmark commands (benchmarks through `agentcredit bench`) run and print one JSON line with the promised keys."""
 
 import json
 import os
@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tiny_runs import AGENTCREDIT
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_MODEL = ["model.warm_start=false", "model.hidden_size=64", "model.num_heads=2", "model.num_kv_heads=2",
@@ -49,7 +51,7 @@ def test_evaluate_prints_every_figure_of_the_base_policy(tmp_path):
 
 
 def test_bench_rollout_prints_both_rates_from_one_run():
-    out = run_json("scripts/bench_rollout.py", "--questions", "1", "--group", "2", "--threads", "1", "--repeats", "2",
+    out = run_json(str(AGENTCREDIT), "bench", "rollout", "--questions", "1", "--group", "2", "--threads", "1", "--repeats", "2",
                    "--", *TINY_MODEL)
     assert {"model", "rollouts", "generated_tokens", "tokens_per_s", "plain_generate_tokens_per_s", "ratio"} <= out.keys()
     assert out["rollouts"] == 2 and out["repeats"] == 2
@@ -115,7 +117,7 @@ def test_bench_step_split_of_hand_made_timers():
 
 
 def test_bench_reference_scoring_prints_its_line():
-    out = run_json("scripts/bench_reference_scoring.py", "--T", "3", "--repeats", "1", "--threads", "1",
+    out = run_json(str(AGENTCREDIT), "bench", "reference-scoring", "--T", "3", "--repeats", "1", "--threads", "1",
                    "--prompt-len", "20", "--action-len", "5", "--obs-len", "10")
     assert {"T", "max_abs_diff", "naive_s", "fast_s", "speedup"} <= out.keys()
     assert out["T"] == 3 and out["max_abs_diff"] <= 1e-4
@@ -135,6 +137,6 @@ def test_build_base_policy_writes_weights_tokenizer_and_info(tmp_path):
 
 
 def test_readiness_prints_both_means_with_counts_and_errors():
-    out = run_json("scripts/readiness.py", "--n", "4", "--", *TINY_MODEL)
+    out = run_json("scripts/research/readiness.py", "--n", "4", "--", *TINY_MODEL)
     assert out["n"] == 4 and out["eps"] == 0.1
     assert {"revealing_mean", "revealing_se", "revealing_n", "other_mean", "other_se", "other_n", "gap", "gap_in_se"} <= out.keys()

@@ -1,4 +1,4 @@
-"""testbed/copy_task.py: the two copy tasks are laid out as documented; scripts/probe_copying.py learns one."""
+"""testbed/copy_task.py: the two copy tasks are laid out as documented; scripts/research/probe_copying.py learns one."""
 
 import subprocess
 import sys
@@ -45,7 +45,7 @@ def test_unknown_task_and_short_span_are_errors():
 
 def test_the_tiny_model_learns_the_fixed_offset_copy():
     # If the loss positions were off by one, no model could learn this; the tiny one does in seconds.
-    out = run_json("scripts/probe_copying.py", "--tasks", "offset", "--steps", "100", "--batch-size", "32", "--eval-every", "50",
+    out = run_json("scripts/research/probe_copying.py", "--tasks", "offset", "--steps", "100", "--batch-size", "32", "--eval-every", "50",
                    "--threads", "1")
     assert out["tasks"]["offset"]["final_token_accuracy"] >= 0.9
     assert [point["step"] for point in out["tasks"]["offset"]["curve"]] == [50, 100]
@@ -57,6 +57,6 @@ def test_the_tiny_model_learns_the_fixed_offset_copy():
     (["--", "model.num_heads=3"], "must be divisible"),
 ])
 def test_bad_probe_arguments_are_one_line_errors(args, message):
-    done = subprocess.run([sys.executable, "scripts/probe_copying.py", "--steps", "1", *args], cwd=ROOT,
+    done = subprocess.run([sys.executable, "scripts/research/probe_copying.py", "--steps", "1", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

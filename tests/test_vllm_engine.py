@@ -257,7 +257,7 @@ def test_a_resumed_run_samples_with_the_restored_weights(tmp_path, signal_credit
 def test_bench_rollout_with_vllm_prints_both_engines_from_one_run():
     from test_scripts import TINY_MODEL, run_json
 
-    out = run_json("scripts/bench_rollout.py", "--engine", "vllm", "--questions", "1", "--group", "2", "--threads", "1",
+    out = run_json("benchmarks/bench_rollout.py", "--engine", "vllm", "--questions", "1", "--group", "2", "--threads", "1",
                    "--repeats", "2", "--", *TINY_MODEL)
     assert out["engine"] == "vllm" and out["rollouts"] == 2 and out["engine_start_s"] > 0
     assert {"tokens_per_s", "plain_generate_tokens_per_s", "ratio", "hf_tokens_per_s", "ratio_vs_hf"} <= out.keys()

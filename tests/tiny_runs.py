@@ -21,6 +21,8 @@ from agentcredit.credit.registry import available_credits, register_credit
 from agentcredit.common.configs import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
+# The `agentcredit` console script ([project.scripts]) of the environment running the tests.
+AGENTCREDIT = Path(sys.executable).with_name("agentcredit")
 
 TINY = [
     "model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=2",
@@ -80,6 +82,12 @@ def cli(script: str, *args: str, cwd: Path, timeout: float = 600) -> subprocess.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
     return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def agentcredit_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`agentcredit <args>`, as a user types it."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([str(AGENTCREDIT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from agentcredit.records import RecordError, atomic_write_text, check_output_path, read_json_record, safe_name
 from agentcredit.records.outcomes import EXPORTED_OUTCOMES, TEST_OUTCOMES, OutcomeRecord, read_outcomes, write_outcomes
-from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read_run_config, read_steps_rows
+from agentcredit.records.metrics import metrics_by_step
+from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read_run_config
 
 # Per-step columns kept by the export (everything compare.py reads).
 STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
@@ -58,13 +59,10 @@ def _refuse(message: str) -> None:
 
 def _read_steps(path: Path) -> dict[int, dict[str, float]]:
     """metric values by step; of several rows for one step (a resumed run) the last value of each metric counts."""
-    steps: dict[int, dict[str, float]] = {}
     try:
-        for _, row in read_steps_rows(path, STEP_COLUMNS, prefixes=("test/",), warn=_refuse):
-            steps.setdefault(row.step, {}).update(row.values)
+        return metrics_by_step(path, STEP_COLUMNS, prefixes=("test/",), warn=_refuse)
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
-    return steps
 
 
 def _read_outcomes(path: Path) -> list[OutcomeRecord] | None:

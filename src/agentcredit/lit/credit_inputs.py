@@ -18,7 +18,6 @@ per named credit input (``INPUT_BUILDERS``), called only for the inputs a method
 
 from __future__ import annotations
 
-import csv
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,18 +205,16 @@ def extra_rollouts(run_knobs: dict, group_size: int) -> int:
     """Rollouts added to each group: from ``match_metrics`` (a ProVer run's metrics.csv) when set, else
     ``extra_rollouts`` (0 for methods without these knobs)."""
     from agentcredit.credit.budget import matched_extra_rollouts
+    from agentcredit.records.metrics import metrics_by_step
 
     path = run_knobs.get("match_metrics")
     if path is None:
         return int(run_knobs.get("extra_rollouts") or 0)
     if not Path(path).is_file():
         raise ValueError(f"credit.match_metrics {path!r} is not a file; give the metrics.csv of a ProVer run")
-    extra, tokens = [], []
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get("credit/extra_tokens") and row.get("credit/group_tokens"):
-                extra.append(float(row["credit/extra_tokens"]))
-                tokens.append(float(row["credit/group_tokens"]))
+    columns = ("credit/extra_tokens", "credit/group_tokens")
+    logged = [values for values in metrics_by_step(path, columns).values() if len(values) == len(columns)]
+    extra, tokens = [values[columns[0]] for values in logged], [values[columns[1]] for values in logged]
     if not extra:
         raise ValueError(f"{path} logs no credit/extra_tokens and credit/group_tokens; is it a ProVer run's metrics.csv?")
     return matched_extra_rollouts(extra, tokens, group_size)

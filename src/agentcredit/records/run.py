@@ -1,7 +1,7 @@
 """Schemas of what a run writes and its readers read back: the run summary (test_summary.json), an exported
-summary (<arm>_seed<k>.summary.json), the essentials of resolved_config.yaml a comparison needs, a steps
-row (one row of metrics.csv or of an exported .steps.csv), a per-question outcome (a line of
-scripts/evaluate.py's trajectories.jsonl) and bench_step's figures line.
+summary (<arm>_seed<k>.summary.json), the essentials of resolved_config.yaml a comparison needs, a
+per-question outcome (a line of scripts/evaluate.py's trajectories.jsonl) and bench_step's figures line.
+Rows of metrics.csv are read by records.metrics.
 
 Numbers a run cannot have written are refused where they would make a statistic meaningless or
 overflow it: non-finite values, magnitudes beyond METRIC_LIMIT, fractions outside [0, 1], seeds
@@ -10,10 +10,7 @@ beyond 64 bits. Names that become file or folder names (an arm, a job folder) mu
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,11 +18,10 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from agentcredit.records.files import safe_name
-from agentcredit.records.reading import RecordError, validate, warn_left_out
+from agentcredit.records.reading import RecordError, validate
 
 # No metric of a run comes near this; beyond it a value is damage, and squaring it in a spread overflows.
 METRIC_LIMIT = 1e15
-MAX_CSV_BYTES = 256 * 2**20  # a 100k-step run's metrics.csv is tens of MB
 MAX_CONFIG_BYTES = 16 * 2**20  # a resolved config is a few KB
 
 Metric = Annotated[float, Field(allow_inf_nan=False, ge=-METRIC_LIMIT, le=METRIC_LIMIT)]
@@ -144,78 +140,6 @@ def read_run_config(path: str | Path) -> RunConfig:
     if not isinstance(value, dict) or not isinstance(value.get("credit", {}), dict):
         raise RecordError(f"{path}: not a run's resolved config (no credit section)")
     return validate(RunConfig, value, str(path))
-
-
-class StepsRow(BaseModel):
-    """One row of metrics.csv (or an exported .steps.csv): its step and the numbers asked for; an empty
-    cell is a metric not logged at that step."""
-
-    step: Step
-    values: dict[str, Metric]
-
-    @field_validator("step", mode="before")
-    @classmethod
-    def _integral_step(cls, value):
-        # Lightning writes "3"; "3.0" is the same step, "3.5" or "inf" is damage.
-        if isinstance(value, str):
-            number = float(value)
-            if not math.isfinite(number) or number != int(number):
-                raise ValueError(f"step {value[:20]!r} is not a whole number")
-            return int(number)
-        return value
-
-
-def _csv_lines(path: Path, warn) -> tuple[list[str], bool]:
-    """The file's lines, and whether its last line was cut short (no line end: a kill during its write);
-    a cut-short line is left out with a warning, as a half-written number would read as another value."""
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_CSV_BYTES + 1)
-    except OSError as error:
-        raise RecordError(f"{path}: cannot be read ({type(error).__name__})") from None
-    if len(data) > MAX_CSV_BYTES:
-        raise RecordError(f"{path}: larger than {MAX_CSV_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RecordError(f"{path}: not UTF-8 text") from None
-    lines = text.split("\n")
-    cut = lines.pop() if lines else ""
-    if cut.strip():
-        warn(f"{path}:{len(lines) + 1}: cut short (no line end)")
-    return lines, bool(cut.strip())
-
-
-def read_steps_rows(path: str | Path, columns: Sequence[str] | None = None, *, prefixes: Sequence[str] = (),
-                    warn=warn_left_out) -> Iterator[tuple[int, StepsRow]]:
-    """(line, row) for each row of a metrics CSV that holds a valid step and valid numbers in the columns
-    asked for (`columns` and any starting with one of `prefixes`; None: every column). A row that fails
-    is left out with one warning naming the file and line; a file that is not CSV text is one RecordError."""
-    path = Path(path)
-    lines, _ = _csv_lines(path, warn)
-    wanted = None if columns is None else set(columns)
-    try:
-        reader = csv.reader(io.StringIO("\n".join(lines) + "\n" if lines else ""))
-        header = next(reader, None)
-        if header is None:
-            return
-        for number, cells in enumerate(reader, start=2):
-            if not cells or cells == [""]:
-                continue
-            if len(cells) != len(header):
-                warn(f"{path}:{number}: {len(cells)} cells under a header of {len(header)}")
-                continue
-            row = dict(zip(header, cells))
-            if not row.get("step"):
-                continue
-            values = {k: v for k, v in row.items() if k != "step" and v != "" and (
-                wanted is None or k in wanted or k.startswith(tuple(prefixes)))}
-            try:
-                yield number, validate(StepsRow, {"step": row["step"], "values": values}, f"{path}:{number}")
-            except RecordError as error:
-                warn(str(error))
-    except csv.Error as error:
-        raise RecordError(f"{path}: not CSV ({str(error)[:120]})") from None
 
 
 class QuestionOutcome(BaseModel):

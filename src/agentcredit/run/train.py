@@ -67,7 +67,7 @@ def metric_by_step(metrics_csv: Path, name: str) -> list[float]:
     Of rows repeating a step (folders written before a resumed run dropped the rows after its
     checkpoint), the last counts."""
     from agentcredit.records import RecordError
-    from agentcredit.records.run import read_steps_rows
+    from agentcredit.records.metrics import read_steps_rows
 
     if not metrics_csv.is_file():
         return []

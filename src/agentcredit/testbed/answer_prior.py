@@ -5,7 +5,7 @@ recognises the kind of question and guesses a typical answer scores on it withou
 module measures that floor-without-reading (the "answer prior") so that a base policy's success,
 and what credit methods gain over it, can be read against it:
 
-    python scripts/answer_prior.py --split val --n 200
+    python scripts/research/answer_prior.py --split val --n 200
 
 The kind of a question is what its program ends in: the last hop's relation (`creator`, `born`,
 `population`, ...) or its last operation (`count`, `argmax`, `argmin`, `where`). It is a function of

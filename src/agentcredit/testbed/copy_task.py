@@ -1,4 +1,4 @@
-"""Synthetic in-context copying rows: what `scripts/probe_copying.py` trains a model config on.
+"""Synthetic in-context copying rows: what `scripts/research/probe_copying.py` trains a model config on.
 
 Every answer of the synthetic world except a count (a name, a town, a title) is written only in
 observations, so a base policy has to copy it out of its context, and so does every search for a

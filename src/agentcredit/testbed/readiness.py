@@ -5,7 +5,7 @@ TRACE scores the gold answer after every state S_k with a frozen reference; its 
 first shows the gold answer and near zero elsewhere. `readiness` splits the δ of held-out
 rollouts into those two sets and reports their means, counts and standard errors.
 
-    python scripts/readiness.py --n 200
+    python scripts/research/readiness.py --n 200
 """
 
 from __future__ import annotations

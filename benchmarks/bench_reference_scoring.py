@@ -1,7 +1,7 @@
 """Naive vs fast TRACE reference scoring (ℓ̄_0..ℓ̄_T) on one realistic-length trajectory.
 
-    python scripts/bench_reference_scoring.py                      # tiny model, T = 8
-    python scripts/bench_reference_scoring.py --model smollm2_135m --T 8
+    python benchmarks/bench_reference_scoring.py                      # tiny model, T = 8
+    python benchmarks/bench_reference_scoring.py --model smollm2_135m --T 8
 
 Prints one JSON line {"T", "max_abs_diff", "naive_s", "fast_s", "speedup", ...}; both timings come
 from this run (one warm-up each, then the median of --repeats, naive and fast taking turns).

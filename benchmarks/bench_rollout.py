@@ -1,8 +1,8 @@
 """Rollout throughput against plain `model.generate` on the same batch and lengths, as one JSON line.
 
-    python scripts/bench_rollout.py                       # tiny testbed (base policy)
-    python scripts/bench_rollout.py --model smollm2_135m --questions 2 --group 4
-    python scripts/bench_rollout.py --engine vllm         # rollout.engine=vllm, side by side with the HF engine
+    python benchmarks/bench_rollout.py                       # tiny testbed (base policy)
+    python benchmarks/bench_rollout.py --model smollm2_135m --questions 2 --group 4
+    python benchmarks/bench_rollout.py --engine vllm         # rollout.engine=vllm, side by side with the HF engine
 
 The rollout figure counts policy-sampled tokens over the wall time of the whole multi-turn loop
 (tool calls, observation encoding and the per-turn prefill included). The plain figure runs

@@ -1,8 +1,8 @@
 """Success without reading, as one JSON line: guess each held-out question's answer from the training
 answers of the same kind (what the question asks for), by mode and by sampling.
 
-    python scripts/answer_prior.py                        # val split, first 200 questions (as evaluate.py split=val n=200)
-    python scripts/answer_prior.py --split test --n 0     # the whole test split
+    python scripts/research/answer_prior.py                        # val split, first 200 questions (as evaluate.py split=val n=200)
+    python scripts/research/answer_prior.py --split test --n 0     # the whole test split
 Extra Hydra overrides go after `--`, e.g. `-- data.world.seed=3`. No model is built.
 """
 

@@ -1,7 +1,7 @@
 """How fast a tiny-model config learns to copy out of its context, as one JSON line.
 
-    python scripts/probe_copying.py                          # conf/model/tiny.yaml sizes
-    python scripts/probe_copying.py --tasks content --steps 400 -- model.num_layers=3
+    python scripts/research/probe_copying.py                          # conf/model/tiny.yaml sizes
+    python scripts/research/probe_copying.py --tasks content --steps 400 -- model.num_layers=3
 
 What it measures: how many steps of the warm start's optimiser and update
 (`warmstart.sft_optimizer`, `sft_step`) a model config needs to copy out of its context, on the two

@@ -1,8 +1,8 @@
 """TRACE's premise on a base policy, measured: mean δ on the turn whose observation first shows the
 gold answer against the mean δ of every other tool turn, over held-out rollouts (one JSON line).
 
-    python scripts/readiness.py --n 200                  # the shipped tiny base policy, val split
-    python scripts/readiness.py --n 50 -- model.hidden_size=64   # any Hydra override after --
+    python scripts/research/readiness.py --n 200                  # the shipped tiny base policy, val split
+    python scripts/research/readiness.py --n 50 -- model.hidden_size=64   # any Hydra override after --
 
 δ_k = log(d_k / d_{k+1}), d_k = −ℓ̄_k + ε (TRACE eq. 7, ε = 0.1), with ℓ̄_k scored by the policy itself,
 as the frozen reference of an RL run scores it (after the testbed's answer note). The counts and

@@ -1,7 +1,7 @@
 """Success by hop count, from the trajectories.jsonl that scripts/evaluate.py writes: one JSON line.
 
     python scripts/evaluate.py ckpt_path=<ckpt> split=test n=1036           # writes <run folder>/trajectories.jsonl
-    python scripts/success_by_hops.py outputs/eval/<a>/trajectories.jsonl outputs/eval/<b>/trajectories.jsonl
+    python scripts/research/success_by_hops.py outputs/eval/<a>/trajectories.jsonl outputs/eval/<b>/trajectories.jsonl
 
 The files are pooled (e.g. two seeds of one arm). A testbed question is written as a chain,
 `Crimson Compass > creator > employer?`, so its hop count is its number of `>`; a question written

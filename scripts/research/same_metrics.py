@@ -1,30 +1,26 @@
 """Whether two runs logged the same metrics to every digit, wall-clock figures aside (a refactor's check).
 
-    python scripts/same_metrics.py outputs/runs/<before> outputs/runs/<after>
+    python scripts/research/same_metrics.py outputs/runs/<before> outputs/runs/<after>
 
 Compares every column of metrics.csv except wall-clock seconds (time/*, *_s), and the held-out figures of
-test_summary.json when both runs have one, as the exact strings the loggers wrote; prints each difference
-and exits 1 on any.
+test_summary.json when both runs have one; prints each difference and exits 1 on any. Rows are read by
+agentcredit.records.metrics (a damaged row is left out with one warning).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
 
+from agentcredit.records.metrics import metrics_by_step
 
-def rows(run: Path) -> dict[tuple[str, str], str]:
-    """(step, metric) -> the value as written; seconds (time/*, credit/scoring_s) left out: they measure the
-    machine, not the run."""
-    out = {}
-    with (run / "metrics.csv").open(newline="") as f:
-        for row in csv.DictReader(f):
-            for key, value in row.items():
-                if value != "" and key != "step" and not key.startswith("time/") and not key.endswith("_s"):
-                    out[(row["step"], key)] = value
-    return out
+
+def rows(run: Path) -> dict[tuple[int, str], float]:
+    """(step, metric) -> the value logged (a float equals the one written to its last digit); seconds
+    (time/*, credit/scoring_s) left out: they measure the machine, not the run."""
+    return {(step, key): value for step, values in metrics_by_step(run / "metrics.csv").items()
+            for key, value in values.items() if not key.startswith("time/") and not key.endswith("_s")}
 
 
 def main(before: str, after: str) -> int:

@@ -1,6 +1,6 @@
 """Measure the browser environment: index build and load, search latency, step and snapshot cost.
 
-    python scripts/bench_env.py --docs 500 --lines 12
+    python benchmarks/bench_env.py --docs 500 --lines 12
 
 Uses a throw-away random corpus (independent of the world generator) and a temporary index cache,
 and prints one JSON object of figures.

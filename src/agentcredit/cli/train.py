@@ -1,0 +1,47 @@
+"""`agentcredit train` (and `python train.py`): train a policy with the composed run config.
+
+    agentcredit train credit=trace credit.K=3
+    agentcredit train -m credit=grpo,trace credit.K=1,3
+    agentcredit train hydra.run.dir=outputs/runs/<run> resume=true
+
+The module is named `train` because Hydra names the job after it (train.log in the run folder).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from agentcredit.cli.hydra_start import run_hydra_command
+
+CONFIG_NAME = "config"
+
+
+def train_job(cfg: DictConfig) -> float:
+    from agentcredit.run.train import run_job
+
+    return run_job(cfg)
+
+
+def refuse_a_run_folder_in_use(overrides: list[str]) -> None:
+    """Hydra writes `.hydra/` (the command line, the config) into hydra.run.dir before the run takes that
+    folder's lock, so a command aimed at a folder another run holds would overwrite that run's record of
+    its own command before being refused: refuse it here, before Hydra writes. A sweep's jobs each take
+    their own folder's lock; a dated default folder cannot be held by another run."""
+    from agentcredit.checks.secret_check import composed_configs
+    from agentcredit.common.paths import config_dir
+    from agentcredit.lit.run_lock import folder_in_use
+
+    for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME):
+        run_dir = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=False) if where == "the config" else None
+        if isinstance(run_dir, str) and folder_in_use(run_dir):
+            print(f"config error: {run_dir} is in use by another run; wait until that run ends, or choose another "
+                  "folder (hydra.run.dir)", file=sys.stderr, flush=True)
+            raise SystemExit(2)
+        return
+
+
+def main(argv: Sequence[str] | None = None, program: Sequence[str] | None = None) -> None:
+    run_hydra_command(train_job, CONFIG_NAME, argv, program, checks=(refuse_a_run_folder_in_use,))
