@@ -11,7 +11,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from agentcredit.common.configs import register_config_nodes
+from agentcredit.common.configs import plain, register_config_nodes
 from agentcredit.lit import datamodule as dm_mod
 from agentcredit.lit.datamodule import QuestionDataModule
 from agentcredit.world.cache import world_cache_path
@@ -124,7 +124,7 @@ def test_from_config_composes_the_real_configs():
         cfg = compose(config_name="config", overrides=["data.world.num_documents=80", "data.world.num_questions=60",
                                                        "data.prompts_per_step=2", "seed=3"])
         defaults = compose(config_name="config", overrides=["data=default"])
-    dm = QuestionDataModule.from_config(cfg)
+    dm = QuestionDataModule.from_config(plain(cfg.data), seed=cfg.seed)
     assert dm.prompts_per_step == 2 and dm.seed == 3 and dm.world_config.num_documents == 80
     assert len(take(dm, 1)[0]) == 2
     # WorldConfig's defaults are the realistic world's (data=default); the testbed preset changes some of them.

@@ -10,7 +10,7 @@ from tiny_runs import TINY
 
 from agentcredit.testbed.base_policy import base_policy_key, training_sources
 from agentcredit.agent.protocol import render_answer, render_tool_call
-from agentcredit.run.compose import build_components
+from agentcredit.run.compose import base_policy_settings, build_components
 from agentcredit.common.configs import compose_config
 from agentcredit.world.cache import load_or_generate_world
 from agentcredit.world.oracle import solve
@@ -28,9 +28,9 @@ def setup():
 def test_aux_worlds_add_every_question_of_other_seeds(setup):
     cfg, components = setup
     train = components.datamodule.split_questions("train")
-    assert [q for _, q in training_sources(cfg, components, 0)] == list(train)
+    assert [q for _, q in training_sources(base_policy_settings(cfg), components, 0)] == list(train)
 
-    sources = training_sources(cfg, components, 2)
+    sources = training_sources(base_policy_settings(cfg), components, 2)
     base = components.datamodule.world_config
     aux = [load_or_generate_world(replace(base, seed=base.seed + i)) for i in (1, 2)]
     assert len(sources) == len(train) + sum(len(w.questions) for w in aux)
@@ -44,7 +44,7 @@ def test_aux_worlds_add_every_question_of_other_seeds(setup):
 def test_aux_questions_are_solved_in_their_own_world(setup):
     cfg, components = setup
     train = components.datamodule.split_questions("train")
-    sources = training_sources(cfg, components, 1)[len(train):][:5]
+    sources = training_sources(base_policy_settings(cfg), components, 1)[len(train):][:5]
     rewards = []
     for worker, question in sources:
         env = worker.env_factory()
@@ -73,10 +73,10 @@ BASE_SETTINGS = ["warmstart.steps=7", "warmstart.aux_worlds=1", "warmstart.lr=0.
 
 def test_the_key_covers_what_the_base_policy_depends_on_and_no_rl_setting(setup):
     cfg, components = setup
-    key = base_policy_key(cfg, components)
+    key = base_policy_key(base_policy_settings(cfg), components)
     for override in RL_SETTINGS:  # e.g. data.prompts_per_step must never start a rebuild
-        assert base_policy_key(compose_config([*TINY, *SMALL_WORLD, override]), components) == key, override
-    keys = {base_policy_key(compose_config([*TINY, *SMALL_WORLD, o]), components) for o in BASE_SETTINGS}
+        assert base_policy_key(base_policy_settings(compose_config([*TINY, *SMALL_WORLD, override])), components) == key, override
+    keys = {base_policy_key(base_policy_settings(compose_config([*TINY, *SMALL_WORLD, o])), components) for o in BASE_SETTINGS}
     assert len(keys) == len(BASE_SETTINGS) and key not in keys
 
 
@@ -95,7 +95,7 @@ def test_a_short_build_run_twice_with_the_same_seed_gives_identical_weights(setu
     weights = []
     for _ in range(2):
         components.policy.load_state_dict(initial)
-        info = build_base_policy(cfg, components, progress=False)
+        info = build_base_policy(base_policy_settings(cfg), components, progress=False)
         weights.append({k: v.clone() for k, v in components.policy.state_dict().items()})
     components.policy.load_state_dict(initial)
     assert info["steps"] == 3 and info["examples"] == 6
@@ -117,28 +117,28 @@ def test_runs_load_the_shipped_policy_by_key_and_otherwise_say_how_to_rebuild(se
     shipped = tmp_path / "shipped"
     monkeypatch.setattr(bp, "SHIPPED", shipped)
     monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path / "cache"))
-    key = bp.base_policy_key(cfg, components)
+    key = bp.base_policy_key(base_policy_settings(cfg), components)
     marked = {k: torch.full_like(v, 0.5) for k, v in initial.items()}
     shipped.mkdir()
     torch.save(marked, shipped / bp.WEIGHTS)
     (shipped / bp.INFO).write_text(json.dumps({"key": key}))
     try:
-        assert bp.ensure_base_policy(cfg, components, progress=False)["source"] == "shipped"
+        assert bp.ensure_base_policy(base_policy_settings(cfg), components, progress=False)["source"] == "shipped"
         assert all(torch.equal(v, marked[k]) for k, v in components.policy.state_dict().items())
         other = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD, "warmstart.steps=4"])
         with pytest.raises(ConfigError) as error:
-            bp.ensure_base_policy(other, components, progress=False)
+            bp.ensure_base_policy(base_policy_settings(other), components, progress=False)
         message = str(error.value)
         assert "\n" not in message and "built for other settings" in message
         assert "python scripts/build_base_policy.py" in message and "warmstart.rebuild=true" in message
         rebuild = compose_config([*TINY, *SMALL_WORLD, *SHORT_BUILD, "warmstart.steps=4", "warmstart.rebuild=true"])
         components.policy.load_state_dict(initial)
-        assert bp.ensure_base_policy(rebuild, components, progress=False)["source"] == "built"
+        assert bp.ensure_base_policy(base_policy_settings(rebuild), components, progress=False)["source"] == "built"
         components.policy.load_state_dict(initial)
-        assert bp.ensure_base_policy(rebuild, components, progress=False)["source"] == "cache"  # built once
+        assert bp.ensure_base_policy(base_policy_settings(rebuild), components, progress=False)["source"] == "cache"  # built once
         (shipped / bp.WEIGHTS).write_bytes(b"damaged")
         with pytest.raises(ConfigError, match=r"base policy weights .*policy.pt cannot be loaded"):
-            bp.ensure_base_policy(cfg, components, progress=False)
+            bp.ensure_base_policy(base_policy_settings(cfg), components, progress=False)
     finally:
         components.policy.load_state_dict(initial)
 
@@ -202,7 +202,7 @@ def test_the_shipped_base_policy_matches_the_default_settings():
     from agentcredit.checks.validation import prepare_config
 
     cfg = prepare_config(compose_config([]))
-    key = bp.base_policy_key(cfg, build_components(cfg, progress=False, base_policy=False))
+    key = bp.base_policy_key(base_policy_settings(cfg), build_components(cfg, progress=False, base_policy=False))
     shipped = bp.read_info(bp.SHIPPED)
     assert shipped is not None and shipped["key"] == key, (
         f"shipped base policy {shipped and shipped.get('key')} was built for other settings than the defaults' {key}")
@@ -233,11 +233,11 @@ def test_a_build_can_continue_a_base_policy_with_its_tokens_and_is_keyed_by_it(s
     cfg2 = compose_config([*second, f"warmstart.init_from={stage1}"])
     continued = build_components(cfg2, progress=False, base_policy=False)
     assert continued.tokenizer.get_vocab() == components.tokenizer.get_vocab()
-    key = bp.base_policy_key(cfg2, continued)
+    key = bp.base_policy_key(base_policy_settings(cfg2), continued)
     bp.start_from(continued, stage1)
     assert all(torch.equal(v, marked[k]) for k, v in continued.policy.state_dict().items())
     (stage1 / bp.INFO).write_text(json.dumps({"key": "rebuilt"}))
-    assert bp.base_policy_key(cfg2, continued) != key  # a rebuilt first stage means a new second stage
+    assert bp.base_policy_key(base_policy_settings(cfg2), continued) != key  # a rebuilt first stage means a new second stage
     with pytest.raises(ConfigError, match="another vocabulary") as error:
         bp.start_from(own, stage1)
     assert "\n" not in str(error.value)
@@ -261,12 +261,12 @@ def test_runs_find_a_preset_base_policy_in_its_shipped_subfolder(setup, tmp_path
     (tmp_path / "shipped" / bp.INFO).write_text(json.dumps({"key": "build E"}))
     marked = {k: torch.full_like(v, 0.75) for k, v in initial.items()}
     components.policy.load_state_dict(marked)
-    bp.save_base_policy(components.policy, components.tokenizer, {"key": bp.base_policy_key(cfg, components)},
+    bp.save_base_policy(components.policy, components.tokenizer, {"key": bp.base_policy_key(base_policy_settings(cfg), components)},
                         tmp_path / "shipped" / "some_preset")
     components.policy.load_state_dict(initial)
     try:
         assert bp.shipped_folders() == [tmp_path / "shipped", tmp_path / "shipped" / "some_preset"]
-        assert bp.ensure_base_policy(cfg, components, progress=False)["source"] == "shipped"
+        assert bp.ensure_base_policy(base_policy_settings(cfg), components, progress=False)["source"] == "shipped"
         assert all(torch.equal(v, marked[k]) for k, v in components.policy.state_dict().items())
     finally:
         components.policy.load_state_dict(initial)
@@ -293,7 +293,7 @@ def test_the_shipped_long_base_policy_matches_the_long_preset():
     from agentcredit.checks.validation import prepare_config
 
     cfg = prepare_config(compose_config(["data=testbed_long"]))
-    key = bp.base_policy_key(cfg, build_components(cfg, progress=False, base_policy=False))
+    key = bp.base_policy_key(base_policy_settings(cfg), build_components(cfg, progress=False, base_policy=False))
     shipped = bp.read_info(bp.SHIPPED / "testbed_long")
     assert shipped is not None and shipped["key"] == key, (
         f"the long base policy {shipped and shipped.get('key')} was built for other settings than data=testbed_long's {key}")

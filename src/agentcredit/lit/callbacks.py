@@ -24,7 +24,6 @@ from omegaconf import OmegaConf
 
 from agentcredit.lit.run_folder import keep_logs_of
 from agentcredit.records import atomic_write_text
-from agentcredit.common.secret_keys import config_for_records
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -116,18 +115,20 @@ class RNGStates(Callback):
             torch.cuda.set_rng_state_all(state_dict["cuda"])
 
 
-def build_callbacks(cfg, out: Path) -> list:
+def build_callbacks(out: Path, *, record: dict, checkpoint: dict, resuming: bool) -> list:
+    """The run's callbacks; `record` is the whole config as resolved_config.yaml holds it
+    (`secret_keys.config_for_records`), `checkpoint` the config's checkpoint group, `resuming` whether the run
+    continues from a checkpoint of its folder."""
     # A checkpoint after a step should hold the weights after that step's update, which is what this warns about.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     # Lightning's own pytree helper builds a LeafSpec, which recent torch deprecates: nothing a run can act on.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
     if rank_zero_only.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        resolved = config_for_records(cfg)  # ${oc.env:...} left as written: the environment's secrets stay there
-        atomic_write_text(out / "resolved_config.yaml", OmegaConf.to_yaml(OmegaConf.create(resolved)))
-    if cfg.get("ckpt_path") is not None:  # continuing a run folder: its checkpoints are expected there
+        # ${oc.env:...} left as written in `record`: the environment's secrets stay there
+        atomic_write_text(out / "resolved_config.yaml", OmegaConf.to_yaml(OmegaConf.create(record)))
+    if resuming:  # continuing a run folder: its checkpoints are expected there
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
-    checkpoint = cfg.get("checkpoint", {})
     every = int(checkpoint.get("every_n_steps", 10))
     last_every = int(checkpoint.get("last_every_n_steps", 1))
     dirpath = str(out / "checkpoints")
@@ -138,6 +139,6 @@ def build_callbacks(cfg, out: Path) -> list:
         LastCheckpoint(dirpath=dirpath, every_n_train_steps=last_every, save_top_k=0, save_last=True,
                        enable_version_counter=False),
         RNGStates(),
-        ContinueRunFolder(out, resuming=cfg.get("ckpt_path") is not None),
+        ContinueRunFolder(out, resuming=resuming),
         TestRowAtLastStep(),
     ]

@@ -148,16 +148,13 @@ class QuestionDataModule(L.LightningDataModule):
         self._consumed: int | None = None  # stream position after the last batch handed to training
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "QuestionDataModule":
-        """Build from the composed run config: the `data` group and the top-level `seed`."""
-        from agentcredit.common.configs import plain
-
-        data = plain(cfg["data"])
+    def from_config(cls, data: Mapping[str, Any], seed: int = 0) -> "QuestionDataModule":
+        """Build from the run config's `data` group (a plain dict) and its top-level `seed`."""
         known = set(inspect.signature(cls).parameters) - {"seed"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown data config keys {unknown}; known keys: {sorted(known)}")
-        return cls(**data, seed=int(cfg.get("seed", 0)))
+        return cls(**data, seed=int(seed))
 
     # ----- data ------------------------------------------------------------------------------
 

@@ -98,8 +98,9 @@ class RunFolderCSVLogger(CSVLogger):
         return self._experiment
 
 
-def build_logger(cfg, out: Path):
-    kind = cfg.logger.kind
+def build_logger(settings: dict, out: Path, record: dict):
+    """The loggers of the config's `logger` group (`settings`); `record` is the whole config as W&B logs it."""
+    kind = settings.get("kind")
     if kind == "none":
         return False
     csv_logger = RunFolderCSVLogger(out)
@@ -108,5 +109,5 @@ def build_logger(cfg, out: Path):
     if kind == "wandb":
         from agentcredit.lit.wandb_logger import build_wandb_logger
 
-        return [csv_logger, build_wandb_logger(cfg, out)]
+        return [csv_logger, build_wandb_logger(settings, out, record)]
     raise ValueError(f"logger.kind must be csv, wandb or none, got {kind!r}")

@@ -1,6 +1,6 @@
 """Processes of one run agree on its config, and none waits for the others without end.
 
-    callbacks=[SameConfigOnEveryRank(cfg)]                       # compose.build_trainer
+    callbacks=[SameConfigOnEveryRank(parts.as_composed)]         # compose.build_trainer
     strategy = with_collective_timeout("ddp", timedelta(...))     # trainer.collective_timeout_s
 
 Every node of a torchrun or SLURM job composes its config from its own command line. Nodes started with
@@ -66,8 +66,8 @@ def disagreement(flats: list[dict[str, str]], limit: int = 4) -> str:
 class SameConfigOnEveryRank(Callback):
     """Stops every process of a run, in one line, when they were started with different configs."""
 
-    def __init__(self, cfg: DictConfig) -> None:
-        self.flat = flat_config(cfg)
+    def __init__(self, as_composed: dict) -> None:
+        self.flat = flat_config(as_composed)
         self.digest = config_digest(self.flat)
 
     def setup(self, trainer, pl_module, stage: str) -> None:

@@ -22,8 +22,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentcredit.common.configs import plain
-from agentcredit.common.secret_keys import config_for_records
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +39,16 @@ def wandb_mode(configured: str | None, environ: Mapping[str, str] = os.environ) 
     return "offline" if mode == "online" and not has_key else mode
 
 
-def build_wandb_logger(cfg, out: Path):
+def build_wandb_logger(settings: dict, out: Path, config: dict):
+    """`settings`: the config's `logger` group; `config`: the whole config as the run records it
+    (`secret_keys.config_for_records`, made once by the composition root)."""
     import wandb
     from lightning.pytorch.loggers import WandbLogger
 
-    settings = plain(cfg.logger)
     mode = wandb_mode(settings.get("mode"))
     os.environ.setdefault("WANDB_SILENT", "true")  # keep the progress bar readable; our own line says where the run is
     if mode == "offline":
         log.info(f"W&B offline (no WANDB_API_KEY): run files in {out / 'wandb'}; upload later with `wandb sync {out / 'wandb'}/offline-run-*`")
-    config = config_for_records(cfg)
     return WandbLogger(
         project=settings.get("project") or "agentcredit",
         entity=settings.get("entity"),

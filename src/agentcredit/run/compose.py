@@ -1,8 +1,13 @@
 """The composition root: every object of a run, built from the config groups, in one place.
 
-    components = build_components(cfg)             # data, environment, reward, policy (evaluation, scripts)
-    module = build_module(cfg, components)         # the LightningModule with what its credit method needs
-    trainer = build_trainer(cfg, components.policy)  # train.run fits the module with these three
+    parts = split_run_config(cfg)                    # the config split once into plain dicts, one per group
+    components = build_components(parts)             # data, environment, reward, policy (evaluation, scripts)
+    module = build_module(parts, components)         # the LightningModule with what its credit method needs
+    trainer = build_trainer(parts, components.policy)  # train.run fits the module with these three
+
+The whole config stops here: every builder below this module receives only its own group, as a plain
+dict (or a small typed object made from one), never the DictConfig. The builders also take the DictConfig
+itself (evaluation, scripts and tests call them so) and split it on the way in.
 
 Order matters only where one object needs another: the world (and its corpus) comes first because
 the tiny testbed fits its tokenizer on it; the base policy is restored (or built) into the plain
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -43,46 +49,94 @@ class Components:
     base_policy_info: dict | None = None
 
 
-def build_components(cfg: DictConfig, *, progress: bool = True, base_policy: bool = True) -> Components:
+@dataclass(frozen=True)
+class RunParts:
+    """The run config split once, by group: plain dicts (interpolations resolved) and a few scalars."""
+    model: dict
+    data: dict
+    env: dict
+    rollout: dict
+    credit: dict
+    train: dict
+    trainer: dict
+    judge: dict
+    logger: dict
+    checkpoint: dict
+    warmstart: dict
+    seed: int
+    run_dir: Path
+    ckpt_path: str | None
+    record: dict       # the whole config as resolved_config.yaml and W&B write it down (secrets redacted)
+    as_composed: dict  # the whole config, interpolations as written: the digest every rank compares
+    synthetic_base: "RunParts | None" = None  # the run a tiny model on your own data takes its base policy from
+
+
+def split_run_config(cfg: "DictConfig | RunParts") -> RunParts:
+    """`cfg` split into its groups, once; a `RunParts` passes through unchanged."""
+    if isinstance(cfg, RunParts):
+        return cfg
+    from agentcredit.common.secret_keys import config_for_records
+
+    synthetic = split_run_config(synthetic_base_config(cfg)) if uses_synthetic_base_policy(cfg) else None
+    ckpt_path = cfg.get("ckpt_path")
+    return RunParts(
+        model=plain(cfg.model), data=plain(cfg.data), env=plain(cfg.env), rollout=plain(cfg.rollout),
+        credit=plain(cfg.credit), train=plain(cfg.get("train")), trainer=plain(cfg.trainer),
+        judge=plain(cfg.get("judge")), logger=plain(cfg.get("logger")), checkpoint=plain(cfg.get("checkpoint")),
+        warmstart=plain(cfg.get("warmstart")), seed=int(cfg.seed), run_dir=run_dir_path(cfg),
+        ckpt_path=None if ckpt_path is None else str(ckpt_path), record=config_for_records(cfg),
+        as_composed=OmegaConf.to_container(cfg, resolve=False), synthetic_base=synthetic)
+
+
+def base_policy_settings(cfg: "DictConfig | RunParts"):
+    """What the tiny testbed's base policy depends on (testbed.base_policy.BasePolicySettings)."""
+    from agentcredit.testbed.base_policy import BasePolicySettings
+
+    parts = split_run_config(cfg)
+    return BasePolicySettings(model=parts.model, warmstart=parts.warmstart, env=parts.env, data=parts.data,
+                              rollout=parts.rollout)
+
+
+def build_components(cfg: "DictConfig | RunParts", *, progress: bool = True, base_policy: bool = True) -> Components:
     """`base_policy=False` leaves a warm-started model at its initial weights (for a build, or when a
     checkpoint's weights replace them anyway)."""
     from agentcredit.lit.datamodule import QuestionDataModule
     from agentcredit.models.loading import load_policy, wrap_with_lora
 
-    datamodule = QuestionDataModule.from_config(cfg)
+    parts = split_run_config(cfg)
+    datamodule = QuestionDataModule.from_config(parts.data, seed=parts.seed)
     world = datamodule.world
     corpus = Corpus(world.documents)
-    env_cfg = plain(cfg.env)
-    env_factory = make_env_factory(corpus, env_cfg)
-    reward_fn = make_reward_fn(env_cfg)
-    model_cfg = plain(cfg.model)
+    env_factory = make_env_factory(corpus, parts.env)
+    reward_fn = make_reward_fn(parts.env)
+    model_cfg = dict(parts.model)  # a copy: the tokenizer path below is this build's own
     lora_cfg = model_cfg.get("lora") or {}
     base_info = None
-    if uses_synthetic_base_policy(cfg):
+    if parts.synthetic_base is not None:
         # The tiny testbed's base policy is learnt from oracle episodes, which only the synthetic world
         # has: on your own data the tiny model starts from the synthetic world's base policy and its
         # tokenizer (byte-level BPE, so any text encodes; it was fitted on the synthetic corpus).
         print("[agentcredit] model=tiny on your own data starts from the synthetic world's base policy "
               "(model.warm_start=true; false starts from random weights)", flush=True)
-        synthetic = build_components(synthetic_base_config(cfg), progress=progress, base_policy=base_policy)
+        synthetic = build_components(parts.synthetic_base, progress=progress, base_policy=base_policy)
         policy, tokenizer, base_info = synthetic.policy, synthetic.tokenizer, synthetic.base_policy_info
     else:
-        if model_cfg.get("kind") == "tiny" and model_cfg.get("warm_start") and (cfg.get("warmstart") or {}).get("init_from"):
+        if model_cfg.get("kind") == "tiny" and model_cfg.get("warm_start") and parts.warmstart.get("init_from"):
             from agentcredit.testbed.warmstart import init_folder
 
             # A curriculum stage reads with the tokens of the base policy it continues: fitted on this world's
             # questions (data=testbed_long's are longer chains) the merges, hence the vocabulary, would differ.
-            model_cfg["tokenizer_path"] = str(init_folder(cfg.warmstart.init_from))
+            model_cfg["tokenizer_path"] = str(init_folder(parts.warmstart["init_from"]))
         # LoRA wraps the model only after the base policy is in it: the cached weights are plain keys.
         policy, tokenizer = load_policy({**model_cfg, "lora": {"enabled": False}},
                                         tokenizer_texts=lambda: tokenizer_corpus(world))
     chat = ChatFormat.from_tokenizer(tokenizer, system_prompt(model_cfg.get("system_prompt", "full")))
-    rollout_cfg = RolloutConfig(**plain(cfg.rollout))
+    rollout_cfg = RolloutConfig(**parts.rollout)
     components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg, base_info)
     if base_policy and model_cfg.get("warm_start", False) and base_info is None:
         from agentcredit.testbed.base_policy import ensure_base_policy
 
-        components.base_policy_info = ensure_base_policy(cfg, components, progress=progress)
+        components.base_policy_info = ensure_base_policy(base_policy_settings(parts), components, progress=progress)
     if lora_cfg.get("enabled", False):
         components.policy = wrap_with_lora(components.policy, lora_cfg)
     return components
@@ -123,7 +177,7 @@ def tokenizer_corpus(world) -> list[str]:
     return texts
 
 
-def build_credit_inputs(cfg: DictConfig, components, credit, method, references: dict | None = None):
+def build_credit_inputs(cfg: "DictConfig | RunParts", components, credit, method, references: dict | None = None):
     """What `method` needs beyond the rollouts (`lit.credit_inputs.CreditInputs`), as its registry entry
     declares: the frozen reference and its scorer, the policy to score with, a judge-driven segment verifier.
     `references` (reference path -> ReferenceModel) lets several methods measured on the same policy share one
@@ -132,7 +186,8 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
     from agentcredit.models.reference import build_reference
     from agentcredit.models.reference_scorer import ScoringItem, score_batch
 
-    model_cfg = plain(cfg.model)
+    parts = split_run_config(cfg)
+    model_cfg = parts.model
     needs_reference = method.reads("reference_scores") or credit.loss.get("kl_coef", 0) > 0
     reference = None
     if needs_reference:
@@ -152,7 +207,7 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
         from agentcredit.judge.verification import make_segment_verifier
         from agentcredit.judge import build_judge
 
-        judge_cfg = plain(cfg.judge)
+        judge_cfg = dict(parts.judge)
         step_budget_s = judge_cfg.pop("step_budget_s", None)  # the verifier's limit, not the judge's own knob
         segment_verifier = make_segment_verifier(build_judge(judge_cfg), step_budget_s=step_budget_s)
     answer_reasoning = None
@@ -172,19 +227,19 @@ def build_credit_inputs(cfg: DictConfig, components, credit, method, references:
                         answer_reasoning=answer_reasoning, policy=policy, critic=critic)
 
 
-def build_module(cfg: DictConfig, components):
+def build_module(cfg: "DictConfig | RunParts", components):
     from agentcredit.credit.config import split_credit_config
     from agentcredit.credit.registry import get_credit
     from agentcredit.lit.module import AgentRLModule, TrainSettings
 
-    credit = split_credit_config(plain(cfg.credit))
+    parts = split_run_config(cfg)
+    credit = split_credit_config(parts.credit)
     method = get_credit(credit.name)
-    model_cfg = plain(cfg.model)
-    inputs = build_credit_inputs(cfg, components, credit, method)
+    inputs = build_credit_inputs(parts, components, credit, method)
 
-    train = plain(cfg.train)
-    lr = train.pop("lr", None) or model_cfg.get("rl_lr", 1e-6)
-    settings = TrainSettings(**train, lr=float(lr), seed=int(cfg.seed), samples_dir=str(run_dir_path(cfg)))
+    train = dict(parts.train)
+    lr = train.pop("lr", None) or parts.model.get("rl_lr", 1e-6)
+    settings = TrainSettings(**train, lr=float(lr), seed=parts.seed, samples_dir=str(parts.run_dir))
     return AgentRLModule(components.policy, inputs.reference, components.chat, components.env_factory, components.reward_fn,
                          components.rollout_cfg, credit, settings, inputs)
 
@@ -218,27 +273,31 @@ def build_strategy(strategy, policy: torch.nn.Module | None = None, timeout=None
     return FSDP2Strategy(**settings, **({"timeout": timeout} if timeout is not None else {}))
 
 
-def build_trainer(cfg: DictConfig, policy: torch.nn.Module | None = None):
+def build_trainer(cfg: "DictConfig | RunParts", policy: torch.nn.Module | None = None):
     import lightning as L
 
     from agentcredit.lit.callbacks import build_callbacks
     from agentcredit.lit.loggers import build_logger
 
-    out = run_dir_path(cfg)
+    parts = split_run_config(cfg)
+    out = parts.run_dir
     from agentcredit.lit.rank_agreement import SameConfigOnEveryRank, collective_timeout
 
-    trainer_cfg = plain(cfg.trainer)
+    trainer_cfg = dict(parts.trainer)
     # Bounded waits: a process the others wait for (stopped, or started with other settings) ends the run with an error.
     timeout = collective_timeout(trainer_cfg)
     trainer_cfg.pop("collective_timeout_s", None)
     trainer_cfg["strategy"] = build_strategy(trainer_cfg.get("strategy", "auto"), policy, timeout)
     from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
+    from agentcredit.lit.quiet_logs import quiet_lightning
 
+    quiet_lightning()
     return L.Trainer(
         **trainer_cfg,
         plugins=[VerifiedCheckpointIO()],
         max_epochs=-1,
         default_root_dir=str(out),
-        logger=build_logger(cfg, out),
-        callbacks=[*build_callbacks(cfg, out), SameConfigOnEveryRank(cfg)],  # nodes started alike, or none trains
+        logger=build_logger(parts.logger, out, parts.record),
+        callbacks=[*build_callbacks(out, record=parts.record, checkpoint=parts.checkpoint, resuming=parts.ckpt_path is not None),
+                   SameConfigOnEveryRank(parts.as_composed)],  # nodes started alike, or none trains
     )

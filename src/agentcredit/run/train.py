@@ -148,7 +148,7 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     cfg = with_checkpoint(cfg, plan.ckpt_path)
     import lightning as L
 
-    from agentcredit.run.compose import build_components, build_module, build_trainer
+    from agentcredit.run.compose import build_components, build_module, build_trainer, split_run_config
     from agentcredit.lit.wandb_logger import finish_wandb
 
     threads = job_threads(cfg.get("threads", "auto"), cfg.model.get("kind"), cfg.model.get("hidden_size"))
@@ -159,9 +159,10 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     trainer, stage = None, "training"
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        components = build_components(cfg)  # world, environment, reward, policy (after its warm start)
-        module = build_module(cfg, components)  # credit config split once; reference, judge, verifier
-        trainer = build_trainer(cfg, components.policy)
+        parts = split_run_config(cfg)  # the config split once; each builder gets only its groups
+        components = build_components(parts)  # world, environment, reward, policy (after its warm start)
+        module = build_module(parts, components)  # credit config split once; reference, judge, verifier
+        trainer = build_trainer(parts, components.policy)
         datamodule = components.datamodule
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         accuracy = float(trainer.callback_metrics.get("val/accuracy", math.nan))  # trainer.test resets them

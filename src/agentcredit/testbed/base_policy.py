@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -42,17 +42,26 @@ class BasePolicyMissing(ConfigError):
     """No base policy for this run's settings, and no build was asked for: one line for the user."""
 
 
-def base_policy_key(cfg, components) -> str:
-    from agentcredit.common.configs import plain
+@dataclass(frozen=True)
+class BasePolicySettings:
+    """The config groups a base policy is built from, as plain dicts (`run.compose.base_policy_settings`
+    makes one from a run config)."""
+    model: dict
+    warmstart: dict
+    env: dict
+    data: dict
+    rollout: dict
 
-    model = {k: v for k, v in plain(cfg.model).items() if k not in MODEL_KEYS_NOT_IN_KEY}
-    warmstart = {k: v for k, v in plain(cfg.warmstart).items() if k not in WARMSTART_KEYS_NOT_IN_KEY}
+
+def base_policy_key(settings: BasePolicySettings, components) -> str:
+    model = {k: v for k, v in settings.model.items() if k not in MODEL_KEYS_NOT_IN_KEY}
+    warmstart = {k: v for k, v in settings.warmstart.items() if k not in WARMSTART_KEYS_NOT_IN_KEY}
     if warmstart.get("init_from"):  # the policy started from, by its own key: wherever it lies, rebuilt means new
         warmstart["init_from"] = (read_info(init_folder(warmstart["init_from"])) or {}).get("key")
     elif "init_from" in warmstart:
         del warmstart["init_from"]  # so that build E's key stays what it was before the setting existed
-    env = {k: v for k, v in plain(cfg.env).items() if k != "reward"}
-    data = plain(cfg.data)
+    env = {k: v for k, v in settings.env.items() if k != "reward"}
+    data = settings.data
     split = {k: data.get(k) for k in ("val_fraction", "test_fraction")}
     if data.get("split_seed", 0):  # only when set, so that the shipped policies' keys stay what they were
         split["split_seed"] = data["split_seed"]
@@ -63,7 +72,7 @@ def base_policy_key(cfg, components) -> str:
         "env": env,
         "model": model,
         "warmstart": warmstart,
-        "rollout": {k: plain(cfg.rollout)[k] for k in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens")},
+        "rollout": {k: settings.rollout[k] for k in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens")},
         # The vocabulary itself, not just its size: a changed tokenizer recipe must not reuse old weights.
         "vocab": stable_hash(sorted(components.tokenizer.get_vocab().items())),
     })
@@ -92,10 +101,10 @@ def shipped_folders() -> list[Path]:
     return [SHIPPED, *sorted(p for p in SHIPPED.iterdir() if (p / INFO).is_file())]
 
 
-def ensure_base_policy(cfg, components, progress: bool = True) -> dict:
+def ensure_base_policy(settings: BasePolicySettings, components, progress: bool = True) -> dict:
     """Load the base policy whose key matches this run into `components.policy`: the shipped one,
     else one in the user cache, else build it into the cache if `warmstart.rebuild` is set."""
-    key = base_policy_key(cfg, components)
+    key = base_policy_key(settings, components)
     for candidate in shipped_folders():
         info = read_info(candidate)
         if info and info.get("key") == key:
@@ -107,13 +116,13 @@ def ensure_base_policy(cfg, components, progress: bool = True) -> dict:
     if cached and (folder / WEIGHTS).exists():
         load_weights(components.policy, folder)
         return {**cached, "source": "cache"}
-    if not cfg.warmstart.get("rebuild", False):
+    if not settings.warmstart.get("rebuild", False):
         why = "no base policy is shipped" if not shipped else "the shipped base policy was built for other settings"
         raise BasePolicyMissing(
             f"{why} (key {key[:12]}, shipped {str((shipped or {}).get('key'))[:12]}): build it once with "
             f"`{REBUILD_COMMAND} <the same overrides>` or add warmstart.rebuild=true to build it into the cache")
     print(f"[agentcredit] building the tiny testbed's base policy (once; cached in {folder})", flush=True)
-    info = build_base_policy(cfg, components, progress, checkpoint_folder=folder)
+    info = build_base_policy(settings, components, progress, checkpoint_folder=folder)
     save_base_policy(components.policy, components.tokenizer, {**info, "key": key}, folder)
     return {**info, "key": key, "source": "built"}
 
@@ -129,7 +138,7 @@ def save_base_policy(policy, tokenizer, info: dict, folder: Path) -> None:
     tmp.replace(folder / WEIGHTS)
 
 
-def training_sources(cfg, components, aux_worlds: int) -> list:
+def training_sources(settings: BasePolicySettings, components, aux_worlds: int) -> list:
     """(worker, question) pairs the warm start draws its episodes from: the run world's train split,
     plus every question of `aux_worlds` other worlds made with the same knobs and seeds
     world.seed+1, world.seed+2, ...
@@ -138,7 +147,6 @@ def training_sources(cfg, components, aux_worlds: int) -> list:
     the tiny model memorises question -> query instead of learning to copy names. The validation
     and test splits stay unseen: auxiliary worlds are other corpora, never the run world itself.
     """
-    from agentcredit.common.configs import plain
     from agentcredit.env.corpus import Corpus
     from agentcredit.env.factory import make_env_factory
     from agentcredit.world.cache import load_or_generate_world
@@ -153,7 +161,7 @@ def training_sources(cfg, components, aux_worlds: int) -> list:
     base = components.datamodule.world_config
     for i in range(1, aux_worlds + 1):
         world = load_or_generate_world(replace(base, seed=base.seed + i), components.datamodule.use_cache)
-        aux = worker(make_env_factory(Corpus(world.documents), plain(cfg.env)))
+        aux = worker(make_env_factory(Corpus(world.documents), settings.env))
         sources += [(aux, q) for q in world.questions]
     return sources
 
@@ -180,18 +188,18 @@ def start_from(components, folder: Path) -> None:
     load_weights(components.policy, folder)
 
 
-def build_base_policy(cfg, components, progress: bool = True, checkpoint_folder: Path | None = None) -> dict:
+def build_base_policy(settings: BasePolicySettings, components, progress: bool = True,
+                      checkpoint_folder: Path | None = None) -> dict:
     """Warm-start `components.policy` in place; returns the build's figures. With `checkpoint_folder`
     the build saves its state there as it goes and resumes from it when run again."""
-    from agentcredit.common.configs import plain
     from agentcredit.world.oracle import solve
 
-    ws = WarmStartConfig(**plain(cfg.warmstart))
+    ws = WarmStartConfig(**settings.warmstart)
     start = time.time()
     if ws.init_from:
         start_from(components, init_folder(ws.init_from))
     torch.manual_seed(ws.seed)
-    sources = training_sources(cfg, components, ws.aux_worlds)
+    sources = training_sources(settings, components, ws.aux_worlds)
     random.Random(ws.seed).shuffle(sources)
 
     def oracle(worker, question, use_find: bool):
