@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from agentcredit.common.configs import compose_config
+from agentcredit.common.configs import compose_config, plain
 from agentcredit.lit.datamodule import QuestionDataModule
 from agentcredit.testbed.answer_prior import answer_prior, asked_for
 
@@ -23,7 +23,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.n < 0:
         parser.error(f"--n must be >= 0, got {args.n}")
-    datamodule = QuestionDataModule.from_config(compose_config(args.overrides))
+    cfg = compose_config(args.overrides)
+    datamodule = QuestionDataModule.from_config(plain(cfg.data), seed=cfg.seed)
     questions = datamodule.split_questions(args.split)
     questions = questions[: args.n] if args.n else questions
     if not any(asked_for(q) for q in questions):

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    from agentcredit.run.compose import build_components
+    from agentcredit.run.compose import base_policy_settings, build_components
     from agentcredit.common.configs import compose_config
     from agentcredit.common.paths import cache_dir
     from agentcredit.testbed.base_policy import base_policy_key, build_base_policy, save_base_policy
@@ -48,10 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         print("config error: the base policy is built for model=tiny with model.warm_start=true", file=sys.stderr)
         return 2
     components = build_components(cfg, progress=not args.quiet, base_policy=False)
-    key = base_policy_key(cfg, components)
+    settings = base_policy_settings(cfg)
+    key = base_policy_key(settings, components)
     out = args.out or shipped_folder(args.overrides)
     start = time.time()
-    info = build_base_policy(cfg, components, progress=not args.quiet,
+    info = build_base_policy(settings, components, progress=not args.quiet,
                              checkpoint_folder=cache_dir() / "base_policy_build" / key)
     info.update({"key": key, "build_seconds": round(time.time() - start, 1), "threads": torch.get_num_threads(),
                  "overrides": list(args.overrides)})
