@@ -44,11 +44,19 @@ def document_passages(doc: Document, lines_per_passage: int) -> list[str]:
     ]
 
 
+def import_faiss():
+    """faiss without its loader's INFO lines (which CPU instruction set it loaded): nothing a run can act on."""
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    import faiss
+
+    return faiss
+
+
 class DenseRetriever:
     """FAISS inner-product search over unit-norm passage embeddings (i.e. cosine similarity)."""
 
     def __init__(self, corpus: Corpus, cache_dir: str | Path | None = None, lines_per_passage: int = 6):
-        import faiss
+        faiss = import_faiss()
 
         from agentcredit.env.embedding import get_embedder
 
@@ -103,7 +111,7 @@ class DenseRetriever:
         return vec if vec is not None else self.embedder.embed_query(query)
 
     def _save(self, root: Path, meta: dict) -> None:
-        import faiss
+        faiss = import_faiss()
 
         # Write to a private directory, then rename: a concurrent builder (another rank, another
         # test) never sees a half-written index, and whichever rename lands first wins.
