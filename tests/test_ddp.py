@@ -25,6 +25,11 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     steps = [row for row in read_metrics(tmp_path) if row["train/loss"]]
     assert [int(r["step"]) for r in steps] == [0, 1]
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+    # The validation's per-question file holds both ranks' questions, gathered and written once by rank 0
+    from agentcredit.records.outcomes import read_outcomes
+
+    validated = read_outcomes(tmp_path / "val_outcomes" / "step000002.jsonl")
+    assert len(validated) == 2 and [o.id for o in validated] == sorted(o.id for o in validated)
 
 
 def test_val_and_test_means_pool_every_process_s_questions():
