@@ -75,3 +75,27 @@ def test_the_committed_chart_regenerates_byte_for_byte(tmp_path, capsys):
     assert (tmp_path / "chart.png").read_bytes() == committed.with_suffix(".png").read_bytes()
     out = capsys.readouterr().out
     assert "Spearman rho(fidelity, gain)" in out and "rests on 4 arms" in out
+
+
+def test_runs_with_per_question_outcomes_give_a_panel_per_hop_count(tmp_path):
+    from agentcredit.analysis.fidelity_vs_gain import plot_chart
+    from agentcredit.records.outcomes import OutcomeRecord
+
+    def run(arm: str, seed: int, by_hops: dict[int, list[float]]) -> Run:
+        outcomes = [OutcomeRecord(id=f"q{h}-{i}", hops=h, success=s, tool_calls=1.0, tokens=10.0)
+                    for h, values in by_hops.items() for i, s in enumerate(values)]
+        accuracy = sum(o.success for o in outcomes) / len(outcomes)
+        return Run(f"{arm}{seed}", arm, seed, {"test/accuracy": accuracy}, {0: {"train/reward": 0.1}}, outcomes)
+
+    # trace: +50 points on the two 4-hop questions, 0 on the two 5-hop ones, on both seeds
+    runs = [run(arm, seed, {4: [a, b], 5: [1.0, 0.0]}) for seed in (0, 1)
+            for arm, (a, b) in (("budget_grpo", (0.0, 0.0)), ("trace", (1.0, 0.0)))]
+    export_runs(runs, tmp_path / "compare")
+    numbers = chart_numbers(_fidelity(tmp_path / "fidelity.json", {"grpo": 0.0, "trace": 0.1}), tmp_path / "compare",
+                            Settings(n_boot=500))
+    assert sorted(numbers["per_hop"]) == ["4", "5"] and "seeds and questions" in numbers["gain_measure"]
+    four, five = numbers["per_hop"]["4"][0], numbers["per_hop"]["5"][0]
+    assert four["gain_points"]["value"] == pytest.approx(50.0) and five["gain_points"]["value"] == pytest.approx(0.0)
+    assert four["bootstrap_over"] == "2 seeds × 2 questions"
+    assert numbers["arms"][0]["gain_points"]["value"] == pytest.approx(25.0)
+    assert plot_chart(numbers, tmp_path / "chart.png").stat().st_size > 0

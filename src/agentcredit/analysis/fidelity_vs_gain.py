@@ -135,7 +135,8 @@ def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settin
                                                      "seeds alone (the runs kept no per-question outcomes)"),
         "arms": overall,
         "per_hop": per_hop,
-        "per_hop_note": ("per hop count: one panel each" if per_hop else
+        "per_hop_note": ("per hop count: one panel each, gains on that hop count's questions; x stays the fidelity "
+                         "over all questions (the fidelity table gives none per hop count)" if per_hop else
                          "no per-hop panels: the comparison's runs kept no per-question outcomes (test_outcomes.jsonl)"),
         "spearman": spearman_with_interval(x, y, 1 - settings.alpha, settings.n_boot, settings.seed),
         "arms_without_fidelity": sorted(p["arm"] for p in overall if p["fidelity"] is None),
