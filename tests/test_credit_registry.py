@@ -165,8 +165,19 @@ def _composed(name):
     return split_method_credit(plain(compose_config([f"credit={name}"]).credit))[0]
 
 
-@pytest.mark.parametrize("name", ["grpo", "trace", "prover", "spo-chain", "gigpo", "mc-value",
-                                  "igpo", "trace-policy", "turn-critic", "gold-evidence"])
+# Every method a module of the credit package registers (tests may register throwaway ones elsewhere).
+PACKAGE_METHODS = [n for n in available_credits() if get_credit(n).advantages.__module__.startswith("agentcredit.credit.")]
+PRESETS = {"gspo", "budget-grpo"}  # conf/credit/ files that are GRPO with a loss mode or a group size
+
+
+def test_every_method_of_the_package_has_its_yaml_and_every_yaml_is_a_method_or_a_preset():
+    assert {"grpo", "trace", "prover", "spo-chain", "gigpo", "mc-value", "igpo", "trace-policy", "turn-critic",
+            "gold-evidence"} <= set(PACKAGE_METHODS)
+    files = {p.stem for p in CONF.glob("*.yaml") if not p.stem.startswith("_")}
+    assert set(PACKAGE_METHODS) == files - PRESETS
+
+
+@pytest.mark.parametrize("name", PACKAGE_METHODS)
 def test_each_default_lives_once_in_the_code(name):
     first_line = (CONF / f"{name}.yaml").read_text().splitlines()[0]
     assert first_line.startswith(f"# python train.py credit={name}")

@@ -1,6 +1,6 @@
-"""docs/add-a-method.md followed step by step (issue 45, item 2): in a temporary copy of the repository,
-every code block of the page that names a file is written into that file (a new file, or the line added
-where its title says), then every command of its ```bash blocks runs there, in order, as a user would run it
+"""docs/add-a-method.md followed step by step (issue 45, items 2 and 5): in a temporary copy of the repository,
+every code block of the page that names a file is written into that file (three new files: the method's
+module, its yaml and its test; no existing file is edited), then every command of its ```bash blocks runs there, in order, as a user would run it
 (train.py and the fidelity script with the tests' tiny sizes appended). The toy method then trains 2 steps
 and the credit-fidelity instrument measures it beside GRPO, with no change to either.
 """
@@ -40,21 +40,11 @@ def copy_repository(dest: Path) -> None:
 
 
 def apply_block(dest: Path, title: str, text: str) -> None:
-    """Write one titled block into the copy: `path` (a new file), `path: add at the end`, or
-    `path: add to _CHECKS` (the line goes first into the `_CHECKS = {` table)."""
-    path, _, how = title.partition(": ")
-    target = dest / path
-    if not how:
-        assert not target.exists(), f"{path} already exists: the tutorial's method name is taken"
-        target.write_text(text)
-    elif how == "add at the end":
-        target.write_text(target.read_text() + text)
-    elif how == "add to _CHECKS":
-        source, count = re.subn(r"^(_CHECKS\b.*= \{\n)", lambda m: m.group(1) + text, target.read_text(), flags=re.M)
-        assert count == 1, f"no `_CHECKS = {{` table in {path}"
-        target.write_text(source)
-    else:
-        raise AssertionError(f"unknown block title {title!r} in {PAGE.name}")
+    """Write one titled block into the copy as the new file its title names (a method touches no existing file)."""
+    target = dest / title
+    assert ": " not in title, f"block {title!r} edits an existing file; a new method should need none"
+    assert not target.exists(), f"{title} already exists: the tutorial's method name is taken"
+    target.write_text(text)
 
 
 def run(dest: Path, command: str) -> subprocess.CompletedProcess:
@@ -74,7 +64,9 @@ def run(dest: Path, command: str) -> subprocess.CompletedProcess:
 def test_the_page_names_its_files_and_commands():
     blocks = page_blocks()
     titles = [t for _, t, _ in blocks if t]
-    assert titles[0] == "src/agentcredit/credit/answer_weighted.py" and len(titles) == 5, titles
+    # One file plus one yaml plus one test (issue 45's goal 3).
+    assert titles == ["src/agentcredit/credit/answer_weighted.py", "src/agentcredit/conf/credit/answer-weighted.yaml",
+                      "tests/test_answer_weighted.py"], titles
     commands = [c for lang, _, text in blocks if lang == "bash" for c in text.strip().splitlines()]
     assert [c.split()[1] for c in commands] == ["-m", "train.py", "train.py", "scripts/credit_fidelity.py"], commands
 
