@@ -58,10 +58,22 @@ def test_bench_runs_the_named_benchmark_of_the_checkout(capsys):
         main(["bench", "nope"])
 
 
-def test_a_bad_value_through_the_console_command_is_one_line(tmp_path):
-    done = agentcredit_cli("evaluate", "split=nope", cwd=tmp_path, timeout=300)
+def test_the_console_command_refuses_in_one_line(tmp_path):
+    done = agentcredit_cli("restore", str(tmp_path), str(tmp_path / "sweep"), cwd=tmp_path, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines() == ["config error: split must be one of ['train', 'val', 'test'], got 'nope'"]
+    assert done.stderr.strip().splitlines()[-1] == (f"agentcredit restore: error: {tmp_path} holds no exported "
+                                                    "*.summary.json")
+
+
+def test_a_bad_value_of_a_hydra_subcommand_is_one_line_before_any_model_loads(tmp_path, capsys):
+    before = HydraConfig.instance().cfg
+    try:
+        assert run("evaluate", "split=nope", f"hydra.run.dir={tmp_path / 'eval'}") == 2
+    finally:
+        HydraConfig.instance().cfg = before
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "config error: split must be one of ['train', 'val', 'test'], got 'nope'"]
+    assert not (tmp_path / "eval" / "trajectories.jsonl").exists()
 
 
 def record_the_job(cfg):
