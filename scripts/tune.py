@@ -170,13 +170,19 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("folder")
     e.add_argument("--size", type=int, required=True, help="tuning-set questions (the spec's tuning_set)")
     e.add_argument("--steps", type=int, help="refuse a checkpoint at another step (training not finished)")
-    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--batch-size", type=int, default=256,
+                   help="questions rolled out in one call (the tiny model's step costs mostly per call, as the test's 8 x 32)")
     e.add_argument("--eval-seed", type=int, default=0)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args, rest = parser().parse_known_args(argv)
+    # overrides after an option (run --jobs 2 trainer.max_steps=2) are left over by argparse: they are overrides too
+    if rest and args.command == "run" and all("=" in r and not r.startswith("-") for r in rest):
+        args.overrides += rest
+    elif rest:
+        parser().error(f"unrecognized arguments: {' '.join(rest)}")
     if getattr(args, "jobs", 1) < 1:
         parser().error("--jobs must be >= 1")
     from agentcredit.analysis.tuning_spec import SpecError

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +49,7 @@ def long_splits():
     return QuestionDataModule.from_config(plain(cfg.data), seed=10).splits
 
 
+@pytest.mark.slow  # about 60 s on a loaded machine: the long preset's world and splits; the fast tests above check the rule
 def test_long_presets_tuning_set_is_disjoint_from_train_test_and_validation(long_splits):
     spec = load_spec(SPEC)
     tune = tuning_questions(long_splits["val"], spec.tuning_set)
@@ -106,6 +105,22 @@ def test_spec_refuses_bad_top_level_values():
         parse_spec({**raw_spec(grpo={"grid": [{"train.lr": 1e-4}]}), "seeds": [1, 1]})
 
 
+def test_long_spec_sets_only_knobs_its_arms_have():
+    """Fast: every credit.* key is a knob of the arm's credit method, every train.* key one of config.yaml's."""
+    from agentcredit.credit.config import allowed_knobs
+
+    spec = load_spec(SPEC)
+    train_keys = set(yaml.safe_load((CONF / "config.yaml").read_text())["train"])
+    for grid in spec.arms:
+        own = CONF / "arm" / f"{grid.arm}.yaml"
+        defaults = yaml.safe_load(own.read_text())["defaults"] if own.is_file() else [{"override /credit": grid.arm.replace("_", "-")}]
+        method = next(d["override /credit"] for d in defaults if isinstance(d, dict) and "override /credit" in d)
+        for key in grid.knobs:
+            section, knob = key.split(".")
+            assert knob in (allowed_knobs(method) if section == "credit" else train_keys), (grid.arm, key)
+
+
+@pytest.mark.slow  # about 100 s: 36 configs composed and checked; the test above is the fast check of the same keys
 def test_long_spec_gives_every_arm_four_points_that_compose():
     """Every arm file exists and every point composes into a config the run's checks accept."""
     from agentcredit.checks.validation import prepare_config
@@ -208,17 +223,37 @@ def test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point(tmp_pat
     assert experiment["hydra"]["sweep"]["dir"] == "outputs/multirun/compare_long_tuned"
 
 
-def test_tune_command_plans_and_selects(tmp_path):
-    spec = fake_sweep(tmp_path, skip={("b", 1, 11)})
+def load_tune_command():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_command", ROOT / "scripts" / "tune.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tune_command_plans_and_selects(tmp_path, capsys):
+    fake_sweep(tmp_path, skip={("b", 1, 11)})
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
                                                  b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]})))
-    run = lambda *args: subprocess.run([sys.executable, str(ROOT / "scripts" / "tune.py"), *args],  # noqa: E731
-                                       capture_output=True, text=True, cwd=ROOT)
-    plan = run("plan", str(spec_file), str(tmp_path / "sweep"))
-    assert plan.returncode == 0 and plan.stdout.count("finished") == 7 and "not started" in plan.stdout
-    chosen = run("select", str(spec_file), str(tmp_path / "sweep"), "--out", str(tmp_path / "out"), "--bootstrap", "200")
-    assert chosen.returncode == 0, chosen.stderr
-    assert "[tune] a: train.lr:0.0003" in chosen.stdout and "[tune] b: none" in chosen.stdout
-    bad = run("select", str(tmp_path / "missing.yaml"), str(tmp_path / "sweep"), "--out", str(tmp_path / "o2"))
-    assert bad.returncode == 2 and bad.stderr.startswith("tune: error:") and len(bad.stderr.splitlines()) == 1
+    tune = load_tune_command()
+    assert tune.main(["plan", str(spec_file), str(tmp_path / "sweep")]) == 0
+    plan = capsys.readouterr().out
+    assert plan.count("finished") == 7 and plan.count("not started") == 1
+    assert tune.main(["select", str(spec_file), str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
+                      "--bootstrap", "200"]) == 0
+    chosen = capsys.readouterr().out
+    assert "[tune] a: train.lr:0.0003" in chosen and "[tune] b: none" in chosen
+    assert (tmp_path / "out" / "tuning.md").is_file() and (tmp_path / "out" / "tuning.json").is_file()
+    assert tune.main(["select", str(tmp_path / "missing.yaml"), str(tmp_path / "sweep"), "--out", str(tmp_path / "o2")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tune: error:") and len(error.splitlines()) == 1
+
+
+def test_tune_command_takes_overrides_after_its_options():
+    tune = load_tune_command()
+    args = tune.parser().parse_known_args(["run", "s.yaml", "w", "--jobs", "2", "trainer.max_steps=2"])
+    assert args[1] == ["trainer.max_steps=2"]  # left over by argparse; main() reads them as overrides
+    assert tune.expected_steps("tune_long", ["trainer.max_steps=2"]) == 2
+    assert tune.expected_steps("tune_long", []) == 100

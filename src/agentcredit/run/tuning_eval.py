@@ -28,7 +28,7 @@ def outcome_record(question, trajectory, is_success) -> dict:
             "tool_calls": float(trajectory.num_tool_turns), "tokens": float(trajectory.num_policy_tokens)}
 
 
-def evaluate_tuning_job(folder: str | Path, size: int, expected_steps: int | None = None, batch_size: int = 32,
+def evaluate_tuning_job(folder: str | Path, size: int, expected_steps: int | None = None, batch_size: int = 256,
                         eval_seed: int = 0) -> dict:
     """Score the job in `folder` on the tuning set; returns what tune_summary.json holds."""
     from agentcredit.run.compose import build_components
