@@ -102,3 +102,10 @@ def test_the_hydra_start_up_refuses_a_secret_before_hydra_writes(tmp_path, capsy
     assert stop.value.code == 2 and record_the_job.seen is None
     assert "judge.api_key" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_base_policy_composes_through_the_same_checks(tmp_path, capsys):
+    # a secret on its command line would be recorded in info.json's overrides: refused before anything is built
+    assert run("base-policy", "--out", str(tmp_path / "bp"), f"judge.api_key={SECRET}") == 2
+    assert "judge.api_key" in capsys.readouterr().err
+    assert not (tmp_path / "bp").exists()

@@ -34,13 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
     from agentcredit.run.compose import base_policy_settings, build_components
-    from agentcredit.common.configs import compose_config
+    from agentcredit.cli.hydra_start import compose_command_config
     from agentcredit.common.paths import cache_dir
     from agentcredit.testbed.base_policy import base_policy_key, build_base_policy, save_base_policy
     from agentcredit.checks.validation import ConfigError, prepare_config
 
     try:
-        cfg = prepare_config(compose_config(args.overrides))
+        cfg = prepare_config(compose_command_config(args.overrides))
     except ConfigError as error:
         print(f"config error: {error}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""The one start-up of every command that composes the run config with Hydra (train, evaluate, fidelity).
+"""The one start-up of every command that composes the run config with Hydra (train, evaluate, fidelity, and
+base-policy, which composes it without a Hydra app of its own).
 
 Before Hydra composes or writes anything: older spellings of the command line are read as today's
 (`+threads=1` is `threads=1`), the config nodes derived from the credit registry are stored, the command
@@ -21,6 +22,27 @@ from collections.abc import Callable, Sequence
 from omegaconf import DictConfig
 
 
+def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
+    """`argv` with older spellings read as today's, after the config nodes are stored and the command line and
+    every config it composes are checked for secrets (exit 2 with one line), before anything is written."""
+    from agentcredit.checks.secret_check import refuse_secrets
+    from agentcredit.common.configs import current_overrides, register_config_nodes
+    from agentcredit.common.paths import config_dir
+
+    overrides = current_overrides(argv)
+    register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
+    refuse_secrets(__file__, str(config_dir()), config_name, overrides)
+    return overrides
+
+
+def compose_command_config(argv: Sequence[str], config_name: str = "config") -> DictConfig:
+    """The run config of a command that parses its own options and composes without `@hydra.main`
+    (base-policy, whose info.json records its overrides), after the same checks."""
+    from agentcredit.common.configs import compose_config
+
+    return compose_config(checked_overrides(argv, config_name), config_name)
+
+
 def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, argv: Sequence[str] | None = None,
                       program: Sequence[str] | None = None,
                       checks: Sequence[Callable[[list[str]], None]] = ()) -> object:
@@ -30,16 +52,12 @@ def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, ar
     line of a stopped run read the command line from there. Each of `checks` gets the overrides and
     exits with one line on what it refuses."""
     import agentcredit.run.sweep  # noqa: F401  (registers the job_dirname resolver conf/config.yaml names)
-    from agentcredit.checks.secret_check import refuse_secrets
-    from agentcredit.common.configs import current_overrides, register_config_nodes
     from agentcredit.common.paths import config_dir
 
     import hydra
 
-    overrides = current_overrides(sys.argv[1:] if argv is None else argv)
+    overrides = checked_overrides(sys.argv[1:] if argv is None else argv, config_name)
     program = list(sys.argv[:1] if program is None else program)
-    register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
-    refuse_secrets(__file__, str(config_dir()), config_name, overrides)  # before Hydra writes anything
     for check in checks:
         check(overrides)
 
