@@ -24,6 +24,9 @@ def test_the_resume_command_names_the_folder_and_replaces_the_folder_and_checkpo
     command = resume_command(argv, "hydra.run.dir", tmp_path / "my run")
     assert shlex.split(command) == ["python", "train.py", "credit=trace", "seed=1", f"hydra.run.dir={tmp_path / 'my run'}",
                                     "resume=true"]
+    console = resume_command(["/venv/bin/agentcredit", "train", "credit=trace", "ckpt_path=x.ckpt"], "hydra.run.dir", tmp_path)
+    assert shlex.split(console) == ["/venv/bin/agentcredit", "train", "credit=trace", f"hydra.run.dir={tmp_path}",
+                                    "resume=true"]
     line = closing_line(Preempted(step=3, saved=3), tmp_path, command)
     assert line.startswith("[agentcredit] stopped by SIGTERM at step 3 (") and "holds step 3" in line and "\n" not in line
 

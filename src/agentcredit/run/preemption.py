@@ -81,9 +81,12 @@ def restore_handler(previous) -> None:
 
 
 def resume_command(argv: list[str], folder_key: str, folder: Path) -> str:
-    """The command line that continues `folder`: the same arguments, the folder named, resume=true."""
+    """The command line that continues `folder`: the same arguments, the folder named, resume=true. A script
+    (train.py) runs under python; the `agentcredit` command runs itself (its subcommand is among the arguments)."""
     args = [a for a in argv[1:] if not a.lstrip("+~").startswith(REPLACED)]
-    return shlex.join(["python", argv[0] if argv else "train.py", *args, f"{folder_key}={folder}", "resume=true"])
+    program = argv[0] if argv else "train.py"
+    runner = ["python", program] if program.endswith(".py") else [program]
+    return shlex.join([*runner, *args, f"{folder_key}={folder}", "resume=true"])
 
 
 def closing_line(err: Preempted, run_dir: Path, command: str | None) -> str:
