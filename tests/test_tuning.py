@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from agentcredit.analysis.tuning import (TUNE_OUTCOMES, TUNE_SUMMARY, choose, select, tuned_arm_yaml,
-                                         tuned_experiment_yaml, write_reports)
+                                         tuned_experiment_yaml, write_reports, write_tuned_arms)
 from agentcredit.analysis.tuning_spec import SpecError, load_spec, parse_spec
 from agentcredit.records import RecordError
 from agentcredit.world.splits import VAL_HEAD_RESERVED, tuning_questions
@@ -214,6 +214,9 @@ def test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point(tmp_pat
     body = yaml.safe_load(tuned_arm_yaml(CONF / "arm", mc))
     assert body == {"defaults": [{"override /credit": "mc-value"}],
                     "credit": {"num_continuations": 4, "only_mixed_groups": True}, "arm": "mc_value_m2_mixed_tuned"}
+    written = write_tuned_arms([mc, grpo], tmp_path / "new" / "arms")  # the arms' own files still come from conf/arm
+    assert [p.name for p in written] == ["mc_value_m2_mixed_tuned.yaml", "grpo_tuned.yaml"]
+    assert yaml.safe_load(written[0].read_text())["credit"]["only_mixed_groups"] is True
     assert yaml.safe_load(tuned_arm_yaml(CONF / "arm", grpo)) == {
         "defaults": [{"override /credit": "grpo"}], "train": {"lr": 3e-4}, "arm": "grpo_tuned"}
     experiment = yaml.safe_load(tuned_experiment_yaml((CONF / "experiment" / "compare_long.yaml").read_text(),

@@ -203,9 +203,15 @@ def tuned_arm_yaml(arm_dir: Path, result: ArmResult) -> str:
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
 
 
-def write_tuned_arms(results: list[ArmResult], arm_dir: str | Path) -> list[Path]:
-    arm_dir = Path(arm_dir)
-    return [atomic_write_text(arm_dir / f"{r.grid.arm}_tuned.yaml", tuned_arm_yaml(arm_dir, r))
+def write_tuned_arms(results: list[ArmResult], out_dir: str | Path, arm_dir: str | Path | None = None) -> list[Path]:
+    """<arm>_tuned.yaml for each arm with a choice, into `out_dir`; the arms' own files are read from `arm_dir`
+    (the package's conf/arm by default), wherever the tuned ones go."""
+    from agentcredit.common.paths import config_dir
+
+    arm_dir = Path(arm_dir) if arm_dir is not None else config_dir() / "arm"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return [atomic_write_text(out / f"{r.grid.arm}_tuned.yaml", tuned_arm_yaml(arm_dir, r))
             for r in results if r.chosen is not None]
 
 
@@ -215,7 +221,7 @@ def tuned_experiment_yaml(base_experiment: str, arms: list[str], steps: int, see
     body["trainer"]["max_steps"] = steps
     body["hydra"]["sweep"]["dir"] = f"outputs/multirun/{name}"
     body["hydra"]["sweeper"]["params"] = {"seed": ",".join(map(str, seeds)), "arm": ",".join(f"{a}_tuned" for a in arms)}
-    body.setdefault("logger", {})["group"] = name
+    body["logger"] = {**body.get("logger", {}), "group": name, "tags": ["comparison", "long_horizon", "tuned"]}
     head = (f"# @package _global_\n# The comparison at each arm's tuned setting (conf/arm/<arm>_tuned.yaml, chosen on the tuning set by "
             f"scripts/tune.py select): {len(arms)} arms x seeds {','.join(map(str, seeds))}, {steps} steps, the whole test split.\n"
             f"#   python train.py -m experiment={name}            # resume=true continues it\n"
