@@ -36,6 +36,9 @@ ALLOWED = {
     "analysis.comparison": {"analysis.comparison_runs", "analysis.comparison_stats"},
     "analysis.comparison_runs": set(),
     "analysis.comparison_stats": set(),
+    "analysis.tuning_spec": set(),
+    "analysis.tuning": {"analysis.tuning_spec", "analysis.comparison_stats"},
+    "run.tuning_eval": {"run.evaluate", "run.compose", "analysis.tuning"} | LOWER,
     "analysis.fidelity_vs_gain": {"analysis.comparison", "analysis.comparison_runs"},
 }
 # The commands (agentcredit/cli/) are the entry points: they may import every area, and nothing imports them.
