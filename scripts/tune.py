@@ -1,6 +1,6 @@
 """A tuning sweep: every arm's grid points trained alike, scored on the tuning set, and each arm's setting chosen.
 
-    python scripts/tune.py plan SPEC SWEEP              # the jobs and which have finished; runs nothing
+    python scripts/tune.py plan SPEC SWEEP [OVERRIDE ...]   # the jobs and which have finished; runs nothing
     python scripts/tune.py run SPEC SWEEP [--jobs 2] [OVERRIDE ...]   # resumable: finished jobs are skipped
     python scripts/tune.py evaluate JOB_FOLDER --size 512 [--steps 100]   # one job's score (run does this itself)
     python scripts/tune.py select SPEC SWEEP --out docs/results/tuning_long [--arms-dir src/agentcredit/conf/arm]
@@ -110,7 +110,7 @@ def command_plan(args) -> int:
                  else "started" if (job.folder / "checkpoints").is_dir() else "not started")
         print(f"{state:12} {job.folder}")
     print(f"{len(jobs)} jobs: {len(spec.arms)} arms x {len(spec.arms[0].points)} points x {len(spec.seeds)} seeds, "
-          f"{expected_steps(spec.experiment, [])} steps each (experiment={spec.experiment}), "
+          f"{expected_steps(spec.experiment, args.overrides)} steps each (experiment={spec.experiment}), "
           f"scored on {spec.tuning_set} tuning-set questions")
     return 0
 
@@ -158,6 +158,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("sweep")
         if name == "run":
             s.add_argument("--jobs", type=int, default=2, help="jobs at a time (2: the comparison's two cores)")
+        if name in ("run", "plan"):
             s.add_argument("overrides", nargs="*", help="added to every job's training, e.g. trainer.max_steps=2")
         if name == "select":
             s.add_argument("--out", required=True, help="folder for tuning.md and tuning.json")
@@ -179,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args, rest = parser().parse_known_args(argv)
     # overrides after an option (run --jobs 2 trainer.max_steps=2) are left over by argparse: they are overrides too
-    if rest and args.command == "run" and all("=" in r and not r.startswith("-") for r in rest):
+    if rest and args.command in ("run", "plan") and all("=" in r and not r.startswith("-") for r in rest):
         args.overrides += rest
     elif rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")

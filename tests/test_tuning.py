@@ -243,7 +243,9 @@ def test_tune_command_plans_and_selects(tmp_path, capsys):
     tune = load_tune_command()
     assert tune.main(["plan", str(spec_file), str(tmp_path / "sweep")]) == 0
     plan = capsys.readouterr().out
-    assert plan.count("finished") == 7 and plan.count("not started") == 1
+    assert plan.count("finished") == 7 and plan.count("not started") == 1 and "100 steps each" in plan
+    assert tune.main(["plan", str(spec_file), str(tmp_path / "sweep"), "trainer.max_steps=2"]) == 0
+    assert "2 steps each" in capsys.readouterr().out
     assert tune.main(["select", str(spec_file), str(tmp_path / "sweep"), "--out", str(tmp_path / "out"),
                       "--bootstrap", "200"]) == 0
     chosen = capsys.readouterr().out
