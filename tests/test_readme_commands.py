@@ -239,6 +239,24 @@ COMMANDS = {
     "python train.py credit=answer-weighted credit.tool_weight=-1": ("test", TUTORIAL),
     "python train.py credit=answer-weighted trainer.max_steps=2": ("test", TUTORIAL),
     "python scripts/credit_fidelity.py methods=[grpo,answer-weighted] n=2 mc=2": ("test", TUTORIAL),
+    # docs/tuning.md: the tuning sweep
+    "python scripts/tune.py": ("test", "tests/test_tuning.py::test_tune_command_plans_and_selects"),
+    "python scripts/tune.py plan src/agentcredit/conf/tuning/long.yaml outputs/tuning/long": (
+        "test", "tests/test_tuning.py::test_tune_command_plans_and_selects"),
+    "python scripts/tune.py run src/agentcredit/conf/tuning/long.yaml outputs/tuning/long": (
+        "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again (72 jobs x 100 steps: "
+              "about 55 job-hours; the test runs 2 tiny jobs)"),
+    "python scripts/tune.py run <spec> <sweep> --jobs 2 <overrides>": (
+        "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again"),
+    "python scripts/tune.py select src/agentcredit/conf/tuning/long.yaml outputs/tuning/long --out docs/results/tuning_long "
+    "--arms-dir src/agentcredit/conf/arm --experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300": (
+        "test", "tests/test_tuning.py::test_tune_command_plans_and_selects and "
+                "test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point (the experiment file it writes)"),
+    "python train.py -m experiment=compare_long_tuned": (
+        "not run", "the experiment exists once `tune.py select --experiment-out` has written it after the sweep; "
+                   "tests/test_tuning.py checks the file it writes composes"),
+    "scripts/bench_step.py --threads 1 --steps 3 experiment=compare_long arm=…": (
+        "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
 }
 

@@ -262,3 +262,30 @@ def test_tune_command_takes_overrides_after_its_options():
     assert args[1] == ["trainer.max_steps=2"]  # left over by argparse; main() reads them as overrides
     assert tune.expected_steps("tune_long", ["trainer.max_steps=2"]) == 2
     assert tune.expected_steps("tune_long", []) == 100
+
+
+@pytest.mark.slow
+def test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again(tmp_path):
+    """`tune.py run` end to end: two grid points of one arm trained for one step on tiny settings, each scored on a
+    4-question tuning set (tune_outcomes.jsonl, tune_summary.json); run again, it finds both finished and trains nothing."""
+    import subprocess
+    import sys
+
+    from tiny_runs import TINY
+
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump({"experiment": "tune_long", "tuning_set": 4, "seeds": [10], "arms": {
+        "grpo": {"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]}}}))
+    tiny = [o for o in TINY if not o.startswith(("trainer.max_steps", "trainer.val_check_interval", "trainer.limit_val"))]
+    command = [sys.executable, str(ROOT / "scripts" / "tune.py"), "run", str(spec_file), str(tmp_path / "sweep"),
+               "--jobs", "1", *tiny, "trainer.max_steps=1"]
+    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert first.returncode == 0, first.stderr[-3000:]
+    summaries = sorted((tmp_path / "sweep").rglob("tune_summary.json"))
+    outcomes = sorted((tmp_path / "sweep").rglob("tune_outcomes.jsonl"))
+    assert len(summaries) == 2 and len(outcomes) == 2
+    assert all(len(f.read_text().splitlines()) == 4 for f in outcomes)
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not list((tmp_path / "sweep").rglob("*.ckpt.tmp*"))
+    assert [f.stat().st_mtime_ns for f in summaries] == [f.stat().st_mtime_ns for f in sorted((tmp_path / "sweep").rglob("tune_summary.json"))]
