@@ -244,14 +244,12 @@ COMMANDS = {
     "python scripts/tune.py plan src/agentcredit/conf/tuning/long.yaml outputs/tuning/long": (
         "test", "tests/test_tuning.py::test_tune_command_plans_and_selects"),
     "python scripts/tune.py run src/agentcredit/conf/tuning/long.yaml outputs/tuning/long": (
-        "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again (72 jobs x 100 steps: "
-              "about 55 job-hours; the test runs 2 tiny jobs)"),
+        "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again"),  # 2 tiny jobs
     "python scripts/tune.py run <spec> <sweep> --jobs 2 <overrides>": (
         "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again"),
     "python scripts/tune.py select src/agentcredit/conf/tuning/long.yaml outputs/tuning/long --out docs/results/tuning_long "
     "--arms-dir src/agentcredit/conf/arm --experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300": (
-        "test", "tests/test_tuning.py::test_tune_command_plans_and_selects and "
-                "test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point (the experiment file it writes)"),
+        "test", "tests/test_tuning.py::test_tune_command_plans_and_selects"),
     "python train.py -m experiment=compare_long_tuned": (
         "not run", "the experiment exists once `tune.py select --experiment-out` has written it after the sweep; "
                    "tests/test_tuning.py checks the file it writes composes"),
