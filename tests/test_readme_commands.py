@@ -253,6 +253,8 @@ COMMANDS = {
     "python train.py -m experiment=compare_long_tuned": (
         "not run", "the experiment exists once `tune.py select --experiment-out` has written it after the sweep; "
                    "tests/test_tuning.py checks the file it writes composes"),
+    "python scripts/bench_step.py --threads 1 experiment=compare_long arm=…": (
+        "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "scripts/bench_step.py --threads 1 --steps 3 experiment=compare_long arm=…": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
