@@ -131,7 +131,8 @@ def test_a_trained_checkpoint_is_measured_against_the_initial_reference(tiny_swe
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["base_e", "grpo_seed0_step30", "grpo_seed0_step60", "short_base_n20", "long_base"])
+@pytest.mark.parametrize("name", ["base_e", "grpo_seed0_step30", "grpo_seed0_step60", "short_base_n20", "long_base",
+                                  "long_turn_critic_step30"])
 def test_the_committed_tables_regenerate_from_their_turns(tmp_path, name):
     import shutil
 
