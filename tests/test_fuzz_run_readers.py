@@ -304,7 +304,7 @@ def test_any_json_lines_in_trajectories(lines):
 @given(value=st.one_of(JSON_VALUES, st.fixed_dictionaries(
     {k: st.one_of(st.floats(), HUGE, JSON_VALUES) for k in ("step_s", "step_cpu_s", "tokens_per_s", "rollout_s")})))
 def test_any_json_line_of_a_bench_child(value):
-    bench = runpy.run_path(str(ROOT / "scripts" / "bench_step.py"))
+    bench = runpy.run_path(str(ROOT / "benchmarks" / "bench_step.py"))
     child_figures, launch_time = bench["child_figures"], bench["launch_time"]
     assert [launch_time(t) for t in ("abc", "inf", "nan", "-1", None, "1e400", "12.5")] == [None] * 6 + [12.5]
     try:

@@ -76,6 +76,10 @@ COMMANDS = {
     "agentcredit evaluate split=val n=200 oracle_queries=true": (
         "test", "tests/test_scripts.py::test_evaluate_prints_every_figure_of_the_base_policy"),
     "agentcredit base-policy": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
+    "agentcredit bench step": ("test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "agentcredit bench step --against 62bd954": (
+        "not run", "checks out and times two revisions side by side (minutes); one revision's path runs in "
+                   "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "agentcredit bench rollout": ("test", "tests/test_scripts.py::test_bench_rollout_prints_both_rates_from_one_run"),
     "agentcredit bench reference-scoring": ("test", "tests/test_scripts.py::test_bench_reference_scoring_prints_its_line"),
     "agentcredit bench env --docs 500 --lines 12": (SLOW, ["--docs", "20", "--lines", "4"]),
@@ -144,11 +148,8 @@ COMMANDS = {
         "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
     # Step time
     "python scripts/bench_step.py": ("test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
-    "scripts/bench_step.py [--threads N] [--steps 3] [--against REV] <overrides>": (
+    "benchmarks/bench_step.py [--threads N] [--steps 3] [--against REV] <overrides>": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
-    "python scripts/bench_step.py --against 62bd954": (
-        "not run", "checks out and times two revisions side by side (minutes); one revision's path runs in "
-                   "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "python scripts/bench_step.py --against 62bd954 --steps 2 --repeats 2 [--warmup 0 | --threads 1 experiment=compare arm=…]": (
         "not run", "the measurement itself (two revisions side by side, minutes); one revision's path runs in "
                    "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
@@ -255,7 +256,7 @@ COMMANDS = {
                    "tests/test_tuning.py checks the file it writes composes"),
     "python scripts/bench_step.py --threads 1 experiment=compare_long arm=…": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
-    "scripts/bench_step.py --threads 1 --steps 3 experiment=compare_long arm=…": (
+    "benchmarks/bench_step.py --threads 1 --steps 3 experiment=compare_long arm=…": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
 }

@@ -102,7 +102,7 @@ def test_bench_step_split_of_hand_made_timers():
     import importlib.util
     from collections import Counter
 
-    spec = importlib.util.spec_from_file_location("bench_step", ROOT / "scripts" / "bench_step.py")
+    spec = importlib.util.spec_from_file_location("bench_step", ROOT / "benchmarks" / "bench_step.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     parts = Counter(step_s=10.0, rollout_s=6.0, rollout_forward_s=4.0, rollout_tools_s=0.5, update_s=3.0,

@@ -1,6 +1,6 @@
 """Floating-point work of a Llama-style decoder's forwards and backwards, from its shape and token counts.
 
-`scripts/bench_step.py` divides these by the seconds a step spent in the sampler's forwards and the
+`benchmarks/bench_step.py` divides these by the seconds a step spent in the sampler's forwards and the
 update's forward and backward, and sets the achieved rate beside a plain matmul's on the same core.
 Only matrix products count: norms, RoPE, the activation, residual adds and the embedding lookup are
 O(hidden) per token against the projections' O(hidden²) (under 1% at the testbed's sizes), softmax

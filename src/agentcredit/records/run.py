@@ -154,7 +154,7 @@ class QuestionOutcome(BaseModel):
 
 
 class BenchFigures(BaseModel):
-    """The JSON line a `scripts/bench_step.py --child` run prints: its step figures (seconds, shares,
+    """The JSON line a `benchmarks/bench_step.py --child` run prints: its step figures (seconds, shares,
     token counts) and each timed step's time."""
 
     model_config = ConfigDict(extra="allow")
