@@ -183,7 +183,12 @@ def instrument(steps: list[dict]) -> None:
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
     wrap(module_mod, "token_logprobs", "forward_s", count=lambda *_: update_runs)
-    wrap(module_mod, "shared_token_logprobs", "forward_s", count=lambda *_: update_runs)
+    # the update's batching sits in lit/update.py since 2026-12-03; before, in lit/module.py
+    try:
+        import agentcredit.lit.update as update_mod
+    except ImportError:
+        update_mod = module_mod
+    wrap(update_mod, "shared_token_logprobs", "forward_s", count=lambda *_: update_runs)
     wrap(AgentRLModule, "manual_backward", "backward_s")
     original_finish = RolloutWorker._finish
 

@@ -173,7 +173,8 @@ def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, le
 def test_eager_attention_samples_what_sdpa_samples(setup):
     # SDPA gets a boolean mask and eager an additive float one; both must hide the same keys.
     from agentcredit.agent.protocol import STOP_STRINGS
-    from agentcredit.agent.sampling import StopChecker, TurnSampler
+    from agentcredit.agent.next_token import StopChecker
+    from agentcredit.agent.sampling import TurnSampler
 
     policy, tokenizer, chat, _ = setup
     eager = build_tiny_model(tokenizer, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=2,
@@ -284,7 +285,8 @@ def sample_all(sampler, sequences, max_new):
 
 def test_kv_cache_carried_across_turns_matches_fresh_prefill(setup):
     from agentcredit.agent.protocol import STOP_STRINGS
-    from agentcredit.agent.sampling import StopChecker, TurnSampler
+    from agentcredit.agent.next_token import StopChecker
+    from agentcredit.agent.sampling import TurnSampler
 
     policy, tokenizer, chat, _ = setup
     stop = StopChecker(tokenizer, STOP_STRINGS, chat.eos_ids)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from agentcredit.agent import sampling
-from agentcredit.agent.sampling import sample_categorical, sample_top_p
+from agentcredit.agent.next_token import sample_categorical, sample_top_p
 
 
 def _with_uniforms(monkeypatch, values):

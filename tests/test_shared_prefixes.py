@@ -97,7 +97,7 @@ def test_logprobs_and_gradients_equal_one_forward_per_rollout(policy, temperatur
 
 def test_models_that_draw_dropout_masks_run_every_rollout_whole():
     # Rollouts run apart draw their own masks on a common prefix; one shared forward would draw one.
-    from agentcredit.lit.module import _has_active_dropout
+    from agentcredit.lit.update import _has_active_dropout
 
     assert not _has_active_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.0)))
     assert _has_active_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.05)))
@@ -107,7 +107,7 @@ def test_models_that_draw_dropout_masks_run_every_rollout_whole():
 
 
 def test_batches_that_share_too_little_run_whole_in_micro_batches(monkeypatch):
-    import agentcredit.lit.module as module_mod
+    import agentcredit.lit.update as module_mod
     from agentcredit.agent.trajectory import Trajectory
     from agentcredit.lit.module import AgentRLModule, TrainSettings
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from agentcredit.agent.protocol import STOP_STRINGS
-from agentcredit.agent.sampling import StopChecker, TurnSampler
+from agentcredit.agent.next_token import StopChecker
+from agentcredit.agent.sampling import TurnSampler
 from agentcredit.agent.slot_cache import SlotCache
 from agentcredit.world.types import Question
 from tests.test_rollout import QUESTION, make_worker, sample_all, setup  # noqa: F401  (setup is a fixture)

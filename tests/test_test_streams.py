@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agentcredit.agent.rollout import RolloutWorker
-from agentcredit.agent.sampling import stream_uniforms
+from agentcredit.agent.next_token import stream_uniforms
 from agentcredit.world.types import Question
 from test_rollout import make_worker, setup  # noqa: F401  (the module's tiny policy, chat and browser)
 from tiny_runs import tiny_config

@@ -116,7 +116,7 @@ def test_a_run_ends_with_the_held_out_evaluation(tmp_path):
 def test_advantage_rows_cut_each_row_to_its_own_rollout():
     """Budget-matched GRPO's groups of G + extra rollouts straddle micro-batches: a row padded to its
     group's longest rollout (5 tokens) must fit a micro-batch whose longest sequence has 4."""
-    from agentcredit.lit.module import advantage_rows
+    from agentcredit.lit.update import advantage_rows
 
     group_padded = [torch.tensor([0.0, 0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, -1.0, -1.0, -1.0, 0.0])]
     rows = advantage_rows(group_padded, [3, 4], torch.zeros(2, 4))

@@ -53,7 +53,7 @@ def module_and_batch(tmp_path_factory):
 def _update(module, trajectories, advantages, monkeypatch, *, skip: bool, padding_free, share: bool = False):
     from agentcredit.lit.module import AgentRLModule
 
-    import agentcredit.lit.module as module_mod
+    import agentcredit.lit.update as module_mod
 
     module = copy.deepcopy(module)
     module.settings.padding_free = padding_free

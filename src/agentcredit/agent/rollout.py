@@ -22,7 +22,8 @@ import torch
 
 from agentcredit.agent.chat import ChatFormat
 from agentcredit.agent.protocol import STOP_STRINGS, ParsedTurn, error_observation, parse_turn
-from agentcredit.agent.sampling import StopChecker, TurnSampler
+from agentcredit.agent.next_token import StopChecker
+from agentcredit.agent.sampling import TurnSampler
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
 from agentcredit.world.types import Question
 

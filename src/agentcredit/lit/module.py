@@ -12,56 +12,26 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import lightning as L
 import torch
 
 from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
-from agentcredit.agent.trajectory import ANSWER_TURN, Trajectory, equal_length_batches, length_sorted_batches, pad_batch
+from agentcredit.agent.trajectory import Trajectory, pad_batch
 from agentcredit.credit.config import CreditConfig, loss_settings
 from agentcredit.credit.grpo import group_signal_shares
-from agentcredit.credit.losses import policy_loss, rollouts_with_gradient, sampler_gap
+from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
 from agentcredit.lit.question_outcomes import question_record, save_outcomes
-from agentcredit.lit.shared_prefixes import prefix_plan, shared_token_logprobs
-from agentcredit.records import json_line
+from agentcredit.lit.credit_samples import append_credit_samples, credit_sample_records
+from agentcredit.lit.update import UpdateBatching, UpdateTally, advantage_rows
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
-
-
-def advantage_rows(advantages: list[torch.Tensor], lengths: list[int], like: torch.Tensor) -> torch.Tensor:
-    """A micro-batch's advantages (B, L) shaped like its padded tensors `like`. A rollout's row arrives
-    padded to its group's longest rollout, which may sit in another micro-batch (groups of G + extra
-    rollouts straddle micro-batches), so each row is cut to its own rollout's length."""
-    rows = torch.zeros_like(like)
-    for i, (row, length) in enumerate(zip(advantages, lengths)):
-        rows[i, :length] = row[:length].to(rows.device)
-    return rows
-
-
-MIN_SHARED_TOKENS = 0.35
-"""Share of a batch's tokens its rollouts must share for the update to run it on shared prefixes (update_batches).
-Measured on one thread: 69% shared (build E's testbed) ran the update 4.6x faster, 28% (long testbed, TRACE) 0.86x."""
-
-MIN_SHARED_FRACTION = 0.5
-"""A rollout runs on its parent's prefix only when that prefix is at least this share of it. The S tokens after a
-shared prefix attend to all L keys through a mask, S * L scores, where the whole rollout's causal attention takes
-L^2 / 2: below half of L shared, attention costs more than the projections save (long testbed: TRACE's update
-took 0.85x the time with every rollout of a 35%-sharing batch on its prefix)."""
-
-
-def _has_active_dropout(model) -> bool:
-    """Whether a forward of `model` in train mode draws random masks (a dropout module or attention dropout)."""
-    config = getattr(model, "config", None)
-    if float(getattr(config, "attention_dropout", 0.0) or 0.0) > 0:
-        return True
-    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
 
 class NonFiniteTraining(RuntimeError):
@@ -97,7 +67,7 @@ class TrainSettings:
     samples_dir: str | None = None
 
 
-class AgentRLModule(L.LightningModule):
+class AgentRLModule(UpdateBatching, L.LightningModule):
     def __init__(self, policy, reference, chat, env_factory, reward_fn, rollout_cfg: RolloutConfig,
                  credit: CreditConfig, settings: TrainSettings, credit_inputs: CreditInputs):
         super().__init__()
@@ -218,63 +188,20 @@ class AgentRLModule(L.LightningModule):
         return "FSDP" in type(self.trainer.strategy).__name__
 
     def _optimise(self, trajectories: list[Trajectory], advantages: list[torch.Tensor]) -> dict:
+        """One optimiser step on the clipped objective over the rollouts whose advantages carry a gradient:
+        each update batch's loss is back-propagated with its share of the step, then the gradient is
+        clipped, checked finite and applied."""
         optimizer = self.optimizers()
         optimizer.zero_grad(set_to_none=True)
-        pad_id = self.chat.tokenizer.pad_token_id or 0
-        total_tokens = sum(t.num_policy_tokens for t in trajectories)
         trained = self._rollouts_to_train(advantages)
-        trained_tokens = sum(trajectories[i].num_policy_tokens for i in trained)
-        token_mean = self.credit.loss.get("loss_agg", "token-mean") == "token-mean"
-        sums: dict[str, float] = {"loss": 0.0, "update/skipped_token_share": 1 - trained_tokens / max(total_tokens, 1)}
+        step = UpdateTally(total_tokens=sum(t.num_policy_tokens for t in trajectories),
+                           trained_tokens=sum(trajectories[i].num_policy_tokens for i in trained),
+                           trained_rollouts=len(trained), rollouts=len(trajectories),
+                           token_mean=self.credit.loss.get("loss_agg", "token-mean") == "token-mean")
         kept = [trajectories[i] for i in trained]
-        forward_tokens = 0
         for batch_indices, plan in self.update_batches(kept):
             indices = [trained[i] for i in batch_indices]
-            chunk = [trajectories[i] for i in indices]
-            batch = {k: v.to(self.device) for k, v in pad_batch(chunk, pad_id).items()}
-            adv = advantage_rows([advantages[i] for i in indices], [len(t.input_ids) for t in chunk],
-                                 batch["loss_mask"]).to(self.device)
-            temperature = self.rollout_cfg.temperature
-            if plan is not None:
-                forward_tokens += sum(len(chunk[i].input_ids) - n for i, _, n in plan)
-                policy_logprobs = lambda: self._shared_logprobs(chunk, batch, plan, temperature)  # noqa: E731
-            else:
-                forward_tokens += int(batch["attention_mask"].sum())
-                # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
-                positions = None if self._sharded else batch["loss_mask"]
-                # A right-padded batch whose pads nothing reads runs maskless and causal (right_padding_only):
-                # the same log-probabilities and gradients, without attending over the upper triangle.
-                mask = batch["attention_mask"]
-                if positions is not None and right_padding_only(mask):
-                    mask = None
-                policy_logprobs = lambda: token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)  # noqa: E731
-            behaviour = batch["old_logprobs"]  # what the sampler recorded
-            old = behaviour
-            if self.credit.loss.get("tis_cap") is not None:
-                # TIS corrects for sampler/trainer mismatch: π_old is recomputed by the trainer itself.
-                with torch.no_grad():
-                    old = policy_logprobs()
-            logprobs = policy_logprobs()
-            # Before the update the trainer holds the sampler's weights: any gap is sampler/trainer mismatch.
-            gap, outside = sampler_gap(logprobs, behaviour, batch["loss_mask"])
-            # Diagnostics average over the tokens the update ran on; the loss over every policy token.
-            token_share = float(batch["loss_mask"].sum()) / max(trained_tokens, 1)
-            sums["rollout/logprob_gap"] = sums.get("rollout/logprob_gap", 0.0) + float(gap) * token_share
-            sums["rollout/logprob_ratio_outside"] = sums.get("rollout/logprob_ratio_outside", 0.0) + float(outside) * token_share
-            ref_logprobs = None
-            if self.credit.loss.get("kl_coef", 0.0) > 0:
-                ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"], temperature)
-            loss, stats = policy_loss(
-                logprobs, old, adv, batch["loss_mask"],
-                ref_logprobs=ref_logprobs, behaviour_logprobs=behaviour, **self.loss_settings,
-            )
-            # token-mean over the whole step, not per micro-batch: weight each chunk by its share of tokens.
-            share = float(batch["loss_mask"].sum()) / max(total_tokens, 1) if token_mean else len(chunk) / len(trajectories)
-            self.manual_backward(loss * share)
-            stat_share = token_share if token_mean else len(chunk) / len(trained)
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + float(value) * stat_share
-            sums["loss"] += float(loss.detach()) * share
+            self._train_on_batch([trajectories[i] for i in indices], [advantages[i] for i in indices], plan, step)
         if not trained:
             # Every gradient is exactly 0. AdamW still takes its step (moments decay, weight decay acts),
             # as it would after running them: it skips parameters without a gradient.
@@ -282,97 +209,54 @@ class AgentRLModule(L.LightningModule):
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)
         grad_norm = clip_gradients(self.policy.parameters(), self.settings.grad_clip)
-        if not (torch.isfinite(grad_norm) and math.isfinite(sums.get("loss", 0.0))):
+        if not (torch.isfinite(grad_norm) and math.isfinite(step.sums["loss"])):
             # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
             raise NonFiniteTraining(
-                f"step {self.global_step}: the loss or gradient is not finite (loss={sums.get('loss')}, "
+                f"step {self.global_step}: the loss or gradient is not finite (loss={step.sums['loss']}, "
                 f"grad_norm={float(grad_norm)}); no update was made and the last checkpoint was kept; "
                 "lower train.lr or resume from an earlier checkpoint")
         optimizer.step()
-        sums["grad_norm"] = float(grad_norm)
-        if kept:  # tokens the update's forwards ran on, against the trained rollouts' tokens (padding not counted)
-            sums["update/forward_token_share"] = forward_tokens / sum(len(t.input_ids) for t in kept)
-        return sums
+        return step.figures(grad_norm, kept)
 
-    @property
-    def _shares_prefixes(self) -> bool:
-        """Whether the update runs each shared prefix once (train.share_prefixes). One process only: with
-        several, every backward syncs gradients, so ranks must run as many of them (micro_batches). Not
-        with active dropout (e.g. LoRA's): rollouts run apart draw a mask each on their common prefix."""
-        return (bool(self.settings.share_prefixes) and self._world_size == 1 and not self._sharded
-                and not _has_active_dropout(self.policy))
+    def _train_on_batch(self, chunk: list[Trajectory], advantages: list[torch.Tensor], plan, step: UpdateTally) -> None:
+        """The loss of one update batch, back-propagated with its share of the step's objective."""
+        batch = {k: v.to(self.device) for k, v in pad_batch(chunk, self.chat.tokenizer.pad_token_id or 0).items()}
+        adv = advantage_rows(advantages, [len(t.input_ids) for t in chunk], batch["loss_mask"]).to(self.device)
+        policy_logprobs, forward_tokens = self._logprob_forward(chunk, batch, plan)
+        behaviour = batch["old_logprobs"]  # what the sampler recorded
+        old = behaviour
+        if self.credit.loss.get("tis_cap") is not None:
+            # TIS corrects for sampler/trainer mismatch: π_old is recomputed by the trainer itself.
+            with torch.no_grad():
+                old = policy_logprobs()
+        logprobs = policy_logprobs()
+        # Before the update the trainer holds the sampler's weights: any gap is sampler/trainer mismatch.
+        gap = sampler_gap(logprobs, behaviour, batch["loss_mask"])
+        ref_logprobs = None
+        if self.credit.loss.get("kl_coef", 0.0) > 0:
+            ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"],
+                                                                       self.rollout_cfg.temperature)
+        loss, stats = policy_loss(logprobs, old, adv, batch["loss_mask"], ref_logprobs=ref_logprobs,
+                                  behaviour_logprobs=behaviour, **self.loss_settings)
+        share = step.loss_share(batch["loss_mask"], len(chunk))
+        self.manual_backward(loss * share)
+        step.add_batch(loss, share, stats, gap, batch["loss_mask"], len(chunk), forward_tokens)
 
-    def update_batches(self, trajectories: list[Trajectory]) -> list[tuple[list[int], list | None]]:
-        """The update's batches as (indices into `trajectories`, prefix plan or None). With shared prefixes,
-        each batch of prefix_families whose rollouts share at least MIN_SHARED_TOKENS of their tokens runs
-        with its plan (lit/shared_prefixes.py); the rest run whole in micro_batches (why: MIN_SHARED_TOKENS,
-        MIN_SHARED_FRACTION)."""
-        if not self._shares_prefixes:
-            return [(batch, None) for batch in self.micro_batches(trajectories)]
-        batches, whole = [], []
-        for family in self.prefix_families(trajectories):
-            plan = prefix_plan([list(zip(trajectories[i].input_ids, trajectories[i].loss_mask)) for i in family],
-                               min_fraction=MIN_SHARED_FRACTION)
-            tokens = sum(len(trajectories[i].input_ids) for i in family)
-            if sum(n for _, _, n in plan) >= MIN_SHARED_TOKENS * tokens:
-                batches.append((family, plan))
-            else:
-                whole.extend(family)
-        rest = self.micro_batches([trajectories[i] for i in whole])
-        return batches + [([whole[i] for i in batch], None) for batch in rest]
-
-    def prefix_families(self, trajectories: list[Trajectory]) -> list[list[int]]:
-        """The update's batches when prefixes are shared: the rollouts of each question (the ones that share
-        more than the system prompt), in sorted order, cut into runs of up to micro_batch_size. Each batch
-        runs its shared prefixes once and takes one backward."""
-        families: dict[str, list[int]] = {}
-        for i, t in enumerate(trajectories):
-            families.setdefault(t.question_id, []).append(i)
-        size = self.settings.micro_batch_size
-        batches = []
-        for members in families.values():
-            members.sort(key=lambda i: (trajectories[i].input_ids, trajectories[i].loss_mask))
-            batches.extend(members[k:k + size] for k in range(0, len(members), size))
-        return batches
-
-    def _shared_logprobs(self, chunk: list[Trajectory], batch: dict, plan, temperature: float) -> torch.Tensor:
-        """(B, L) log-probabilities of a batch's rollouts (lit/shared_prefixes.py), right-padded with 0."""
-        lengths = [len(t.input_ids) for t in chunk]
-        rows = shared_token_logprobs(self.policy, [batch["input_ids"][i, :n] for i, n in enumerate(lengths)],
-                                     [batch["loss_mask"][i, :n] for i, n in enumerate(lengths)], plan, temperature)
-        out = rows[0].new_zeros(batch["input_ids"].shape)
-        for i, row in enumerate(rows):
-            out[i, : lengths[i]] = row
-        return out
-
-    def _rollouts_to_train(self, advantages: list[torch.Tensor]) -> list[int]:
-        """The rollouts the update runs: all but those whose advantages are all 0 when the loss has no
-        KL term (they add exactly 0 to the gradient: losses.rollouts_with_gradient). With several
-        processes every one: each backward syncs gradients, so ranks must run as many micro-batches. With
-        train.skip_zero_advantage=false every one too: a check of step time and of the sampler's logprob gap
-        on an untrained policy (all rewards 0, scripts/gpu_check.sh) would otherwise run no update at all."""
-        if self._world_size > 1 or not self.settings.skip_zero_advantage:
-            return list(range(len(advantages)))
-        return rollouts_with_gradient(advantages, float(self.credit.loss.get("kl_coef") or 0.0))
-
-    def micro_batches(self, trajectories: list[Trajectory]) -> list[list[int]]:
-        """The update's micro-batches as indices into `trajectories`; the objective is the same sum either
-        way, accumulated in another order.
-
-        padding_free: sequences of one length only (most batches hold one sequence), so no forward pays
-        for padding and attention runs causal without a mask: on one thread the update took 27-58% less
-        time. Otherwise up to micro_batch_size sequences, longest first, padded to their longest. With
-        several threads the padded batches won on the shared 2-core testbed machine: four times as many
-        smaller operations each paid a thread barrier (scripts/bench_step.py); `auto` picks by threads.
-        Several processes (DDP, FSDP) pad: each backward syncs gradients, so every rank must run as many
-        micro-batches, and only padded ones come out as many on every rank (ceil(rollouts / size))."""
-        lengths = [len(t.input_ids) for t in trajectories]
-        free = self.settings.padding_free
-        if free == "auto":
-            free = torch.get_num_threads() == 1
-        if free and self._world_size == 1:
-            return equal_length_batches(lengths, self.settings.micro_batch_size)
-        return length_sorted_batches(lengths, self.settings.micro_batch_size)
+    def _logprob_forward(self, chunk: list[Trajectory], batch: dict, plan):
+        """The batch's log-probability forward (a function, as TIS runs it twice) and the tokens it runs on."""
+        temperature = self.rollout_cfg.temperature
+        if plan is not None:
+            forward_tokens = sum(len(chunk[i].input_ids) - n for i, _, n in plan)
+            return (lambda: self._shared_logprobs(chunk, batch, plan, temperature)), forward_tokens
+        # Log-probabilities are needed on policy tokens only; FSDP must run the whole wrapped forward.
+        positions = None if self._sharded else batch["loss_mask"]
+        # A right-padded batch whose pads nothing reads runs maskless and causal (right_padding_only):
+        # the same log-probabilities and gradients, without attending over the upper triangle.
+        mask = batch["attention_mask"]
+        if positions is not None and right_padding_only(mask):
+            mask = None
+        return (lambda: token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)), \
+            int(batch["attention_mask"].sum())
 
     def _log_step(self, trajectories, credit_logs, stats, t_rollout, t_credit, t_update):
         rewards = torch.tensor([t.reward for t in trajectories])
@@ -416,35 +300,7 @@ class AgentRLModule(L.LightningModule):
         self.log("reward", metrics["train/reward"], prog_bar=True, on_step=True, logger=False, batch_size=n)
 
     def _remember_samples(self, samples):
-        """Trajectories for credit_samples.jsonl (scripts/view_credit.py): groups whose credit differs
-        between rollouts first (a verified segment or chain, else mixed rewards), their credited rollout
-        first; each record carries its question and the group's rewards."""
-        def credited(extras: dict) -> bool:
-            return any(extras.get(k) is not None for k in ("segment", "segment_advantages"))
-
-        def priority(sample) -> tuple:
-            _, trajs, _, extras = sample
-            rewards = [t.reward for t in trajs]
-            return (not any(credited(e) for e in extras), max(rewards) == min(rewards))
-
-        keep = []
-        for question, trajs, advs, extras in sorted(samples, key=priority):
-            order = sorted(range(len(trajs)), key=lambda j: not credited(extras[j]))
-            for j in order:
-                if len(keep) >= self.settings.samples_per_val:
-                    break
-                traj, adv = trajs[j], advs[j]
-                record = traj.summary()
-                record.update(step=int(self.global_step), question=question.text, gold_answer=question.answer,
-                              rollout=j, group_rewards=[t.reward for t in trajs])
-                turn_ids = torch.tensor(traj.turn_ids)
-                own = adv[: turn_ids.shape[0]]  # the group's advantages are padded to its longest rollout
-                record["turn_advantages"] = [float(own[turn_ids == k].mean()) for k in range(traj.num_tool_turns)]
-                answer = turn_ids == ANSWER_TURN
-                record["answer_advantage"] = float(own[answer].mean()) if bool(answer.any()) else None
-                record.update(extras[j])
-                keep.append(record)
-        self._last_samples = keep
+        self._last_samples = credit_sample_records(samples, self.settings.samples_per_val, int(self.global_step))
 
     # ------------------------------------------------------------------ validation
     def validation_step(self, questions, batch_idx):
@@ -497,13 +353,8 @@ class AgentRLModule(L.LightningModule):
         self._log_outcomes("test", count_as="n")
 
     def _write_samples(self):
-        if not self._last_samples or self.settings.samples_dir is None or self.global_rank != 0:
-            return
-        path = Path(self.settings.samples_dir) / "credit_samples.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
-            for record in self._last_samples:
-                f.write(json_line(record))  # a NaN in a diagnostic is written as null, which readers accept
+        if self.settings.samples_dir is not None and self.global_rank == 0:
+            append_credit_samples(self._last_samples, self.settings.samples_dir)
 
     def on_save_checkpoint(self, checkpoint):
         if self.critic is not None:
