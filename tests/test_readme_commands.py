@@ -103,7 +103,6 @@ COMMANDS = {
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     "python train.py -m experiment=compare_ablations": (SLOW, SWEEP_SHRINK + ["seed=0"]),
     "python scripts/compare.py outputs/multirun/compare_ablations outputs/multirun/compare": (FAST, ["--out", "{tmp}"]),
-    "python scripts/view_credit.py outputs/runs/<run>": (FAST, []),
     "python scripts/compare.py docs/results/compare_build_e": (FAST, ["--out", "{tmp}"]),
     "python train.py -m experiment=compare seed=<s> arm=<arm> hydra.launcher.n_jobs=1 "
     "hydra.sweep.dir=outputs/multirun/compareE_<arm>_<s>": (SLOW, SWEEP_SHRINK),
@@ -147,7 +146,6 @@ COMMANDS = {
     "python train.py -m <the same sweep args> hydra.sweep.dir=outputs/multirun/<sweep> resume=true": (
         "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
     # Step time
-    "python scripts/bench_step.py": ("test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "benchmarks/bench_step.py [--threads N] [--steps 3] [--against REV] <overrides>": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "python scripts/bench_step.py --against 62bd954 --steps 2 --repeats 2 [--warmup 0 | --threads 1 experiment=compare arm=…]": (
@@ -176,7 +174,6 @@ COMMANDS = {
         "not run", "the 30-step measurement over seeds; the same training path runs as `python train.py credit=trace "
                    "credit.K=3` here"),
     # Credit fidelity
-    "python scripts/credit_fidelity.py": ("test", "tests/test_credit_fidelity_script.py::test_the_whole_command_at_tiny_sizes"),
     # GPUs, real models, W&B
     "python train.py model=smollm2_135m": (SLOW, [o for o in TINY if not o.startswith("model.")]),
     "python train.py model=hf model.name_or_path=Qwen/Qwen3-0.6B model.dtype=bfloat16 trainer=gpu": (
