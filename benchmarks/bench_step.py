@@ -4,50 +4,42 @@
     python benchmarks/bench_step.py --threads 1 experiment=compare arm=trace
     python benchmarks/bench_step.py --against 62bd954 --threads 2     # before/after, interleaved in one run
 
-Each run builds what `python train.py <overrides>` builds and trains `--warmup + --steps` steps
-through Lightning (checkpoints and the CSV logger included, no validation, no final test). The
-first `--warmup` steps are left out of the figures (first-call allocations, the retriever's load);
-each figure is the median over the timed steps. The split of a step:
+Each run builds what `python train.py <overrides>` builds and trains `--warmup + --steps` steps through Lightning
+(checkpoints and the CSV logger included, no validation, no final test). The first `--warmup` steps are left out of
+the figures (first-call allocations, the retriever's load); each figure is the median over the timed steps. The split
+of a step:
 
-- rollout_s: the step's own rollouts, split into rollout_forward_s (the sampler's model forwards),
-  rollout_tools_s (tool calls, observation encoding, the turn's bookkeeping in the worker) and
-  rollout_python_s (the rest: sampling, stop checks, the decode loop's bookkeeping);
-- credit_s: advantages, with whatever a method needs (reference scoring, continuations, judge);
-  credit_forward_s is the part spent in continuations' sampler forwards;
-- update_s: update_forward_s (log-probabilities), update_backward_s, update_optimiser_s (the rest:
-  collation, the loss, gradient clipping, the optimiser step);
-- other_s: the step's logging; period_s: one step's wall time in the training loop (checkpoint
-  save and data loading included).
+- rollout_s: the step's own rollouts, split into rollout_forward_s (the sampler's model forwards), rollout_tools_s
+  (tool calls, observation encoding, the turn's bookkeeping in the worker) and rollout_python_s (the rest: sampling,
+  stop checks, the decode loop's bookkeeping);
+- credit_s: advantages, with whatever a method needs (reference scoring, continuations, judge); credit_forward_s is
+  the part spent in continuations' sampler forwards;
+- update_s: update_forward_s (log-probabilities), update_backward_s, update_optimiser_s (the rest: collation, the
+  loss, gradient clipping, the optimiser step);
+- other_s: the step's logging; period_s: one step's wall time in the training loop (checkpoint save and data loading
+  included).
 
-padding_share is the share of the update's forward tokens that are padding; update_skipped_share the
-share of policy tokens whose rollouts the update left out (all advantages 0, no KL term: they add
-nothing to the gradient); update_forward_share the share of the trained rollouts' tokens its forwards
-ran on (below 1 where rollouts share prefixes, train.share_prefixes); update_tokens the tokens its
-forwards ran on, padding not counted; tokens_per_s is the
-step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all the process's threads):
-on a machine shared with other jobs it moves far less with their load than the wall time does (time
-waiting for a core is not counted; caches and memory are still shared), and with one thread it is close
-to the wall time of an idle core (with more threads it also counts their waiting on each other);
-`ratio_cpu` is its ratio, as `ratio` is the wall time's. startup_s is the time from the command to the
-first step (imports, world, policy, Lightning); config_error_s (with --against) is the time `python train.py`
-takes to print the one-line error of a bad value (rollout.group_size=1).
+padding_share is the share of the update's forward tokens that are padding; update_skipped_share the share of policy
+tokens whose rollouts the update left out (all advantages 0, no KL term: they add nothing to the gradient);
+update_forward_share the share of the trained rollouts' tokens its forwards ran on (below 1 where rollouts share
+prefixes, train.share_prefixes); update_tokens the tokens its forwards ran on, padding not counted; tokens_per_s is
+the step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all the process's threads): on a
+machine shared with other jobs it moves far less with their load than the wall time does (time waiting for a core is
+not counted; caches and memory are still shared), and with one thread it is close to the wall time of an idle core
+(with more threads it also counts their waiting on each other); `ratio_cpu` is its ratio, as `ratio` is the wall
+time's. startup_s: command to first step; config_error_s (--against): seconds to a bad value's one-line error.
 
-Distance to the machine's limit (models/flops.py's formula, the built policy's shape): rollout_forward_gflops,
-update_forward_gflops, update_backward_gflops: the matrix products of the sampler's forwards (over
-rollout_forward_tokens: prompts, samples, observations; a history rows share once, idle slots never), of every
-update forward, of the backward (2 × the forwards it runs through), each token over the keys it sees, no padding;
-their *_gflop_s: median GFLOPs over median seconds. matmul_gflop_s: this process's fp32 rate on a 1024³ matmul at
-the step's threads, after the steps; matmul_model_shape_gflop_s: on the model's MLP product, tokens × hidden →
-intermediate (matmul_model_shape_tokens: the update's mean per forward, else the sampler's); update_share_of_matmul_rate:
-the update's forward and backward GFLOP/s over matmul_gflop_s. Not printed by a revision without models/flops.py.
+Distance to the machine's limit (models/flops.py, the built policy's shape): rollout_forward_gflops,
+update_forward_gflops, update_backward_gflops are the matrix products of the sampler's forwards, of every update forward
+and of the backward, each token over the keys it sees, no padding; *_gflop_s: median GFLOPs over median seconds;
+matmul_gflop_s and matmul_model_shape_gflop_s: this process's fp32 rate on a 1024³ matmul and on the model's MLP shape
+at the step's threads; update_share_of_matmul_rate: the update's GFLOP/s over matmul_gflop_s.
 
-With --against REV the revision and this tree (as it is at the start, uncommitted changes to
-tracked files included) are checked out into temporary worktrees and both sides run
---repeats times, alternating (REV first), each in its own process with the same overrides and
-seed; `ratio` is REV's median step time over this tree's, `ratios` each repeat's. Figures on a
-shared machine move with its load: only the ratio of runs interleaved in one invocation counts.
-The instrumentation wraps functions that exist in both revisions, from the outside.
-"""
+With --against REV the revision and this tree (as it is at the start, uncommitted changes to tracked files included)
+are checked out into temporary worktrees and both sides run --repeats times, alternating (REV first), each in its own
+process with the same overrides and seed; `ratio` is REV's median step time over this tree's, `ratios` each repeat's.
+Figures on a shared machine move with its load: only the ratio of runs interleaved in one invocation counts. The
+instrumentation wraps functions that exist in both revisions, from the outside."""
 
 from __future__ import annotations
 
@@ -183,11 +175,8 @@ def instrument(steps: list[dict]) -> None:
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
     wrap(module_mod, "token_logprobs", "forward_s", count=lambda *_: update_runs)
-    # the update's batching sits in lit/update.py since 2026-12-03; before, in lit/module.py
-    try:
-        import agentcredit.lit.update as update_mod
-    except ImportError:
-        update_mod = module_mod
+    import importlib.util  # the update's batching sits in lit/update.py since 2026-12-03; before, in lit/module.py
+    update_mod = importlib.import_module("agentcredit.lit.update") if importlib.util.find_spec("agentcredit.lit.update") else module_mod
     wrap(update_mod, "shared_token_logprobs", "forward_s", count=lambda *_: update_runs)
     wrap(AgentRLModule, "manual_backward", "backward_s")
     original_finish = RolloutWorker._finish
