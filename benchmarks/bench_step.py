@@ -16,34 +16,35 @@ of a step:
   the part spent in continuations' sampler forwards;
 - update_s: update_forward_s (log-probabilities), update_backward_s, update_optimiser_s (the rest: collation, the
   loss, gradient clipping, the optimiser step);
-- other_s: the step's logging; period_s: one step's wall time in the training loop (checkpoint save and data loading
-  included).
+- other_s: the step's logging; period_s: a step's wall time in the training loop (checkpoint save, data loading).
 
 padding_share is the share of the update's forward tokens that are padding; update_skipped_share the share of policy
 tokens whose rollouts the update left out (all advantages 0, no KL term: they add nothing to the gradient);
 update_forward_share the share of the trained rollouts' tokens its forwards ran on (below 1 where rollouts share
 prefixes, train.share_prefixes); update_tokens the tokens its forwards ran on, padding not counted; tokens_per_s is
-the step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all the process's threads): on a
-machine shared with other jobs it moves far less with their load than the wall time does (time waiting for a core is
-not counted; caches and memory are still shared), and with one thread it is close to the wall time of an idle core
-(with more threads it also counts their waiting on each other); `ratio_cpu` is its ratio, as `ratio` is the wall
-time's. startup_s: command to first step; config_error_s (--against): seconds to a bad value's one-line error.
+the step's sampled policy tokens over step_s. step_cpu_s is the step's CPU time (all threads): it moves far less with
+other jobs' load than the wall time does (waiting for a core is not counted; caches and memory are still shared);
+`ratio_cpu` is its ratio, as `ratio` is the wall time's. startup_s: command to first step; config_error_s (--against): seconds to a bad value's one-line error.
 
 Distance to the machine's limit (models/flops.py, the built policy's shape): rollout_forward_gflops,
 update_forward_gflops, update_backward_gflops are the matrix products of the sampler's forwards, of every update forward
 and of the backward, each token over the keys it sees, no padding; *_gflop_s: median GFLOPs over median seconds;
 matmul_gflop_s and matmul_model_shape_gflop_s: this process's fp32 rate on a 1024³ matmul and on the model's MLP shape
-at the step's threads; update_share_of_matmul_rate: the update's GFLOP/s over matmul_gflop_s.
+at the step's threads; update_share_of_matmul_rate: the update's GFLOP/s over matmul_gflop_s. step_floor_s: the step
+with its forwards and backward at those rates and the sampler's cache reads at read_gb_s (the better of sum_gb_s and
+gemv_gb_s), the rest as measured; step_floor_ratio = step_s / step_floor_s, the most that work on those forwards could
+gain without changing the arithmetic (models/step_floor.py).
 
-With --against REV the revision and this tree (as it is at the start, uncommitted changes to tracked files included)
-are checked out into temporary worktrees and both sides run --repeats times, alternating (REV first), each in its own
-process with the same overrides and seed; `ratio` is REV's median step time over this tree's, `ratios` each repeat's.
-Figures on a shared machine move with its load: only the ratio of runs interleaved in one invocation counts. The
-instrumentation wraps functions that exist in both revisions, from the outside."""
+With --against REV the revision and this tree (as at the start, uncommitted changes included) are checked out into
+temporary worktrees and run --repeats times each, alternating (REV first), each in its own process with the same
+overrides and seed; `ratio` is REV's median step time over this tree's, `ratios` each repeat's. On a shared machine
+only the ratio of runs interleaved in one invocation counts. The instrumentation wraps, from the outside, functions
+that exist in both revisions."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -103,6 +104,7 @@ def instrument(steps: list[dict]) -> None:
             for start, n, head in runs:
                 steps[-1][f"{name}_tokens"] += n
                 steps[-1][f"{name}_contexts"] += n * start + n * (n + 1) // 2
+                steps[-1][f"{name}_kv_keys"] += start + n  # a run reads its row's keys once (models/step_floor.py)
                 steps[-1][f"{name}_head"] += head
 
     original_step = AgentRLModule.training_step
@@ -175,7 +177,7 @@ def instrument(steps: list[dict]) -> None:
     wrap(RolloutWorker, "_prefetch_tools", "tools_s")
     wrap(RolloutWorker, "_step", "tools_s")
     wrap(module_mod, "token_logprobs", "forward_s", count=lambda *_: update_runs)
-    import importlib.util  # the update's batching sits in lit/update.py since 2026-12-03; before, in lit/module.py
+    # the update's batching sits in lit/update.py since 2026-12-03; before, in lit/module.py
     update_mod = importlib.import_module("agentcredit.lit.update") if importlib.util.find_spec("agentcredit.lit.update") else module_mod
     wrap(update_mod, "shared_token_logprobs", "forward_s", count=lambda *_: update_runs)
     wrap(AgentRLModule, "manual_backward", "backward_s")
@@ -217,7 +219,7 @@ def split(parts: Counter, shape=None) -> dict:
     if shape is not None:
         from agentcredit.models.flops import step_gflops
 
-        out["rollout_forward_tokens"] = parts["rollout_forward_tokens"]
+        out.update({f"rollout_forward_{k}": parts[f"rollout_forward_{k}"] for k in ("tokens", "contexts", "kv_keys")})
         out.update(step_gflops(shape, parts))
     return out
 
@@ -266,10 +268,8 @@ def run_side(args, overrides: list[str]) -> dict:
     if len(steps) < total:
         raise SystemExit(f"bench_step: only {len(steps)} of {total} steps ran")
     steps[-1]["period_s"] = ended - steps[-1]["started"]
-    try:
-        from agentcredit.models import flops
-    except ImportError:  # a revision before the FLOPs figures
-        flops = None
+    has = lambda name: importlib.util.find_spec(f"agentcredit.models.{name}") is not None  # noqa: E731 (older revisions lack some)
+    flops = importlib.import_module("agentcredit.models.flops") if has("flops") else None
     shape = flops and flops.decoder_shape(components.policy.config.to_dict())
     timed = [split(s, shape) for s in steps[args.warmup:]]
     figures = {key: statistics.median(s[key] for s in timed) for key in timed[0]}
@@ -278,6 +278,8 @@ def run_side(args, overrides: list[str]) -> dict:
         calls, tokens = (sum(s[f"{part}_{k}"] for s in steps[args.warmup:]) for k in ("calls", "tokens"))
         figures.update(flops.matmul_rates(shape, max(round(tokens / max(calls, 1)), 1)))
         figures.update(flops.achieved_rates(figures, figures["matmul_gflop_s"]))
+        if has("step_floor"):  # the floor at this machine's rates (since 2026-12-04)
+            figures.update(importlib.import_module("agentcredit.models.step_floor").measured_floor(figures, shape))
     figures["steps"] = [round(s["step_s"], 3) for s in timed]
     figures["first_step_s"] = split(steps[0])["step_s"]
     figures["startup_s"] = steps[0]["wall_started"] - (launched or started)

@@ -96,6 +96,10 @@ def test_bench_step_splits_a_step_and_counts_padding():
     assert out["matmul_gflop_s"] > 0 and out["matmul_model_shape_gflop_s"] > 0 and out["matmul_model_shape_tokens"] >= 1
     update_rate = (out["update_forward_gflops"] + out["update_backward_gflops"]) / (out["update_forward_s"] + out["update_backward_s"])
     assert out["update_share_of_matmul_rate"] == pytest.approx(update_rate / out["matmul_gflop_s"], rel=0.01, abs=1e-3)
+    # The step's floor at the machine's rates (models/step_floor.py) and its ratio to the step.
+    assert out["rollout_forward_kv_keys"] > 0 and out["read_gb_s"] == max(out["sum_gb_s"], out["gemv_gb_s"])
+    assert out["step_floor_s"] > 0  # not checked against step_s: a tiny run reads its cache from L2, above the DRAM rate
+    assert out["step_floor_ratio"] == pytest.approx(out["step_s"] / out["step_floor_s"], rel=1e-3)
 
 
 def test_bench_step_split_of_hand_made_timers():
