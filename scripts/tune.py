@@ -2,6 +2,8 @@
 
     python scripts/tune.py plan SPEC SWEEP [OVERRIDE ...]   # the jobs and which have finished; runs nothing
     python scripts/tune.py run SPEC SWEEP [--jobs 2] [OVERRIDE ...]   # resumable: finished jobs are skipped
+    python scripts/tune.py archive SPEC SWEEP    # copy finished jobs not yet in the archive into it
+    python scripts/tune.py restore SPEC SWEEP    # give a sweep folder back the archived jobs
     python scripts/tune.py evaluate JOB_FOLDER --size 512 [--steps 100]   # one job's score (run does this itself)
     python scripts/tune.py select SPEC SWEEP --out docs/results/tuning_long [--arms-dir src/agentcredit/conf/arm]
                                   [--experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300]
@@ -12,6 +14,11 @@ hydra.run.dir=<job> resume=true` (an interrupted job continues from its last.ckp
 checkpoint; a job whose folder holds tune_outcomes.jsonl and tune_summary.json is finished and skipped. OVERRIDEs
 are added to every job's training (a smoke run: trainer.max_steps=2). A SIGTERM or Ctrl-C is passed to the jobs
 running (each saves its checkpoint), and the sweep stops with status 143; run it again to continue.
+
+The archive (--archive; docs/results/tuning_<SPEC's file name>/jobs by default) is committed: `run` copies each job
+into it as it finishes, and a job whose archive copy is whole is finished even where the sweep folder lacks it, so
+a fresh checkout continues the sweep (agentcredit/analysis/tuning_archive.py). With OVERRIDEs (a smoke run) there
+is no archive unless --archive names one: a 2-step job must never stand in for a real one.
 """
 
 from __future__ import annotations
@@ -66,17 +73,45 @@ def expected_steps(experiment: str, overrides: list[str]) -> int:
     return int(yaml.safe_load((EXPERIMENTS / f"{experiment}.yaml").read_text())["trainer"]["max_steps"])
 
 
-def run_job(sweep: Sweep, job, spec, steps: int, extra: list[str]) -> str:
+def archive_dir(args) -> Path | None:
+    """--archive, else the spec's default; none for a run with overrides unless --archive names one."""
+    if args.archive:
+        return Path(args.archive)
+    if getattr(args, "overrides", None):
+        return None
+    return ROOT / "docs" / "results" / f"tuning_{Path(args.spec).stem}" / "jobs"
+
+
+def keep(job, archive: Path | None, spec, extra: list[str]) -> str:
+    """Copy a finished job into the archive unless its copy there is whole; the fate's suffix."""
+    from agentcredit.analysis.tuning_archive import archive_job, damage, entry_of
+    from agentcredit.records import RecordError
+
+    if archive is None or damage(entry_of(job, archive)) is None:
+        return ""
+    try:
+        archive_job(job.folder, entry_of(job, archive), [*job.train_overrides(spec.experiment), *extra])
+    except (RecordError, OSError) as error:  # the job stays finished in the sweep folder; `archive` retries it
+        return f", not archived ({error})"
+    return ", archived"
+
+
+def run_job(sweep: Sweep, job, spec, steps: int, extra: list[str], archive: Path | None) -> str:
     from agentcredit.analysis.tuning import job_finished
+    from agentcredit.analysis.tuning_archive import archived, entry_of
 
     if job_finished(job.folder):
-        return "finished already"
+        return "finished already" + keep(job, archive, spec, extra)
+    if archive is not None and archived(entry_of(job, archive)):
+        return "finished (archived)"
     code = sweep.call([sys.executable, "train.py", *job.train_overrides(spec.experiment), *extra])
     if code != 0:
         return f"training stopped (exit {code}); run the sweep again to continue it"
     code = sweep.call([sys.executable, str(Path(__file__).resolve()), "evaluate", str(job.folder),
                        "--size", str(spec.tuning_set), "--steps", str(steps)])
-    return "finished" if code == 0 else f"scoring stopped (exit {code}); run the sweep again to score it"
+    if code != 0:
+        return f"scoring stopped (exit {code}); run the sweep again to score it"
+    return "finished" + keep(job, archive, spec, extra)
 
 
 def command_run(args) -> int:
@@ -84,12 +119,14 @@ def command_run(args) -> int:
 
     spec = load_spec(args.spec)
     steps = expected_steps(spec.experiment, args.overrides)
+    archive = archive_dir(args)
+    print(f"[tune] archive: {archive or 'none (overrides given; --archive DIR keeps these jobs)'}", flush=True)
     sweep = Sweep()
     signal.signal(signal.SIGTERM, sweep.stop)
     signal.signal(signal.SIGINT, sweep.stop)
     jobs = spec.jobs(args.sweep)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        fates = list(pool.map(lambda job: run_job(sweep, job, spec, steps, args.overrides), jobs))
+        fates = list(pool.map(lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), jobs))
     for job, fate in zip(jobs, fates):
         print(f"[tune] {fate}: {job.folder}", flush=True)
     done = sum(f.startswith("finished") for f in fates)
@@ -101,14 +138,17 @@ def command_run(args) -> int:
 
 def command_plan(args) -> int:
     from agentcredit.analysis.tuning import job_finished
+    from agentcredit.analysis.tuning_archive import archived, entry_of
     from agentcredit.analysis.tuning_spec import load_spec
 
     spec = load_spec(args.spec)
     jobs = spec.jobs(args.sweep)
+    archive = archive_dir(args)
     for job in jobs:
         state = ("finished" if job_finished(job.folder)
+                 else "finished (archived)" if archive is not None and archived(entry_of(job, archive))
                  else "started" if (job.folder / "checkpoints").is_dir() else "not started")
-        print(f"{state:12} {job.folder}")
+        print(f"{state:19} {job.folder}")
     print(f"{len(jobs)} jobs: {len(spec.arms)} arms x {len(spec.arms[0].points)} points x {len(spec.seeds)} seeds, "
           f"{expected_steps(spec.experiment, args.overrides)} steps each (experiment={spec.experiment}), "
           f"scored on {spec.tuning_set} tuning-set questions")
@@ -130,7 +170,7 @@ def command_select(args) -> int:
     from agentcredit.records import atomic_write_text
 
     spec = load_spec(args.spec)
-    results = select(spec, args.sweep, args.bootstrap)
+    results = select(spec, args.sweep, args.bootstrap, archive=archive_dir(args))
     written = write_reports(spec, results, args.out)
     chosen = [r.grid.arm for r in results if r.chosen is not None]
     for r in results:
@@ -149,13 +189,55 @@ def command_select(args) -> int:
     return 0
 
 
+def command_archive(args) -> int:
+    from agentcredit.analysis.tuning import job_finished
+    from agentcredit.analysis.tuning_spec import load_spec
+
+    spec = load_spec(args.spec)
+    archive = check_output_path(archive_dir(args), kind="folder")
+    fates = [keep(job, archive, spec, []) for job in spec.jobs(args.sweep) if job_finished(job.folder)]
+    failed = [f[2:] for f in fates if f.startswith(", not")]
+    print("".join(f"[tune] {line}\n" for line in failed), end="", file=sys.stderr)
+    print(f"[tune] {fates.count(', archived')} jobs archived now, {fates.count('')} were already: {archive}", flush=True)
+    return 1 if failed else 0
+
+
+def command_restore(args) -> int:
+    from agentcredit.analysis.tuning import job_finished
+    from agentcredit.analysis.tuning_archive import archived, entry_of, restore_job
+    from agentcredit.analysis.tuning_spec import load_spec
+
+    spec = load_spec(args.spec)
+    archive = archive_dir(args)
+    check_output_path(args.sweep, kind="folder")
+    restored = 0
+    for job in spec.jobs(args.sweep):
+        if archived(entry_of(job, archive)):
+            if restore_job(entry_of(job, archive), job.folder):
+                restored += 1
+            elif not job_finished(job.folder):
+                print(f"[tune] {job.folder} holds an unfinished job's files; left alone", file=sys.stderr)
+    print(f"[tune] {restored} archived jobs restored into {args.sweep}", flush=True)
+    return 0
+
+
+def check_output_path(path, kind: str) -> Path:
+    from agentcredit.records import check_output_path as check
+
+    try:
+        return check(path, kind=kind)
+    except ValueError as error:
+        raise OSError(str(error)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="scripts/tune.py", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    for name in ("plan", "run", "select"):
+    for name in ("plan", "run", "select", "archive", "restore"):
         s = sub.add_parser(name)
         s.add_argument("spec")
         s.add_argument("sweep")
+        s.add_argument("--archive", help="the committed copies of finished jobs (default docs/results/tuning_<spec>/jobs)")
         if name == "run":
             s.add_argument("--jobs", type=int, default=2, help="jobs at a time (2: the comparison's two cores)")
         if name in ("run", "plan"):
@@ -190,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     from agentcredit.common.configs import ConfigError
     from agentcredit.records import RecordError
 
-    commands = {"plan": command_plan, "run": command_run, "evaluate": command_evaluate, "select": command_select}
+    commands = {"plan": command_plan, "run": command_run, "evaluate": command_evaluate, "select": command_select,
+                "archive": command_archive, "restore": command_restore}
     try:
         return commands[args.command](args)
     except (SpecError, ConfigError, RecordError, OSError) as err:

@@ -245,6 +245,11 @@ COMMANDS = {
         "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again"),  # 2 tiny jobs
     "python scripts/tune.py run <spec> <sweep> --jobs 2 <overrides>": (
         "test", "tests/test_tuning.py::test_tune_command_runs_a_tiny_sweep_and_skips_it_when_run_again"),
+    "python scripts/tune.py archive src/agentcredit/conf/tuning/long.yaml outputs/tuning/long": (
+        "test", "tests/test_tuning_archive.py::test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same"),
+    "python scripts/tune.py restore src/agentcredit/conf/tuning/long.yaml outputs/tuning/long": (
+        "test", "tests/test_tuning_archive.py::test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same"),
+    "python scripts/tune.py run ...": ("test", "tests/test_tuning_archive.py::test_a_damaged_archive_entry_is_not_finished_and_run_trains_that_job_again"),
     "python scripts/tune.py select src/agentcredit/conf/tuning/long.yaml outputs/tuning/long --out docs/results/tuning_long "
     "--arms-dir src/agentcredit/conf/arm --experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300": (
         "test", "tests/test_tuning.py::test_tune_command_plans_and_selects"),

@@ -2,8 +2,9 @@
 
 A job is finished when its folder holds `tune_outcomes.jsonl` (one line per tuning-set question, the schema of
 `records/outcomes.py`, written whole by `run/tuning_eval.py` after the job trained) and `tune_summary.json`
-(the step its checkpoint reached). The tuning set is the same for every job (`world.splits.tuning_questions`),
-so each grid point's outcomes form a (seeds, questions) table.
+(the step its checkpoint reached), or when its committed copy in the sweep's archive is whole
+(`analysis/tuning_archive.py`: a new checkout continues the sweep from it). The tuning set is the same for
+every job (`world.splits.tuning_questions`), so each grid point's outcomes form a (seeds, questions) table.
 
 - **accuracy** of a grid point: mean success over its seeds and questions; **interval**: the percentile
   interval of the same hierarchical bootstrap the comparisons use (seeds, then questions, with replacement;
@@ -17,7 +18,7 @@ so each grid point's outcomes form a (seeds, questions) table.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,13 +58,18 @@ class ArmResult:
     chosen: int | None  # index into points
 
 
-def _read_job(job: Job) -> tuple[dict[str, float], int]:
-    """question id -> success, and the training step the evaluated checkpoint had reached."""
-    summary = json.loads((job.folder / TUNE_SUMMARY).read_text(encoding="utf-8"))
-    steps = summary.get("steps")
+def read_job(folder: Path) -> tuple[dict[str, float], int]:
+    """question id -> success, and the training step the evaluated checkpoint had reached; RecordError (one
+    line naming the file) for a file missing or damaged."""
+    path = Path(folder) / TUNE_SUMMARY
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise RecordError(f"{path}: cannot be read as JSON ({type(error).__name__})") from None
+    steps = summary.get("steps") if isinstance(summary, dict) else None
     if isinstance(steps, bool) or not isinstance(steps, int):
-        raise RecordError(f"{job.folder / TUNE_SUMMARY}: no integer 'steps'")
-    return {r.id: float(r.success) for r in read_outcomes(job.folder / TUNE_OUTCOMES)}, steps
+        raise RecordError(f"{path}: no integer 'steps'")
+    return {r.id: float(r.success) for r in read_outcomes(Path(folder) / TUNE_OUTCOMES)}, steps
 
 
 def point_result(point: GridPoint, jobs: list[Job], n_boot: int, boot_seed: int) -> PointResult:
@@ -72,7 +78,7 @@ def point_result(point: GridPoint, jobs: list[Job], n_boot: int, boot_seed: int)
     for job in jobs:
         if not job_finished(job.folder):
             continue
-        outcomes, steps = _read_job(job)
+        outcomes, steps = read_job(job.folder)
         if table and set(outcomes) != set(table[0]):
             raise RecordError(f"{job.folder}: its tuning-set questions differ from those of the point's other seeds; "
                               "every job must be evaluated on the same tuning set")
@@ -98,8 +104,15 @@ def choose(points: list[PointResult]) -> int:
     return best
 
 
-def select(spec: TuningSpec, sweep_dir: str | Path, n_boot: int = 10_000, boot_seed: int = 0) -> list[ArmResult]:
+def select(spec: TuningSpec, sweep_dir: str | Path, n_boot: int = 10_000, boot_seed: int = 0,
+           archive: str | Path | None = None) -> list[ArmResult]:
+    """Each arm's points scored and its setting chosen, from the jobs finished in `sweep_dir` or, for a job
+    not there, in `archive` (analysis/tuning_archive.py: the same files, so the same choice)."""
+    from agentcredit.analysis.tuning_archive import job_source  # it builds on this module's readers
+
     jobs = spec.jobs(sweep_dir)
+    if archive is not None:
+        jobs = [replace(job, folder=job_source(job, archive) or job.folder) for job in jobs]
     out = []
     for grid in spec.arms:
         points = [point_result(p, [j for j in jobs if j.arm == grid.arm and j.point == p], n_boot, boot_seed)
