@@ -13,6 +13,8 @@ uniformly in [--min-keys, --max-keys]:
   run one masked scaled-dot-product call read up to its longest slot;
 - `per_slot_ms`: one unmasked call per slot over exactly its keys (nothing padded read);
 - `bmm_ms`: the softmax written out with batched matrix products, one slot at a time;
+- `kernel_ms`: agent/decode_kernel.py's C++ kernel (each slot's keys and values read once, up to its
+  length, with an online softmax); when it cannot be built, `kernel` says why and it is left out;
 
 and beside them the machine's own read rates in the same process: `sum_gb_s` (summing a 256 MiB
 tensor) and `gemv_gb_s` (a 128 MiB matrix times a vector). Each `*_gb_s` figure is the cache bytes a
@@ -31,6 +33,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from agentcredit.agent.decode_kernel import decode_attention, decode_kernel_available
 from agentcredit.agent.forward_plan import decode_chunks
 
 
@@ -58,6 +61,10 @@ def bmm_attention(q, keys, values, lengths: list[int], scale: float) -> torch.Te
         scores = torch.bmm(q[i][:, None] * scale, keys[i, :, :n].transpose(1, 2))  # (H, 1, n)
         torch.bmm(torch.softmax(scores, -1), values[i, :, :n], out=out[i][:, None])
     return out
+
+
+def kernel_attention(q, keys, values, lengths: list[int], scale: float) -> torch.Tensor:
+    return decode_attention(q, keys, values, torch.tensor(lengths), scale)
 
 
 def seconds(fn, repeats: int) -> float:
@@ -90,6 +97,9 @@ def measure(slots: int, kv_heads: int, head_dim: int, min_keys: int, max_keys: i
     lengths = torch.randint(min_keys, max_keys + 1, (slots,), generator=generator).tolist()
     scale = head_dim ** -0.5
     variants = {"sampler": sampler_attention, "per_slot": per_slot_attention, "bmm": bmm_attention}
+    kernel_reason = decode_kernel_available()
+    if kernel_reason is None:
+        variants["kernel"] = kernel_attention
     reference = sampler_attention(q, keys, values, lengths, scale)
     diff = max(float((fn(q, keys, values, lengths, scale) - reference).abs().max()) for fn in variants.values())
     rounds: dict[str, list[float]] = {name: [] for name in variants}
@@ -98,7 +108,8 @@ def measure(slots: int, kv_heads: int, head_dim: int, min_keys: int, max_keys: i
             rounds[name].append(seconds(lambda: fn(q, keys, values, lengths, scale), 1))
     read_bytes = 2 * sum(lengths) * kv_heads * head_dim * 4  # keys and values up to each slot's length
     out = {"slots": slots, "kv_heads": kv_heads, "head_dim": head_dim, "mean_keys": round(sum(lengths) / slots, 1),
-           "read_bytes": read_bytes, "max_abs_diff": diff, "threads": torch.get_num_threads()}
+           "read_bytes": read_bytes, "max_abs_diff": diff, "threads": torch.get_num_threads(),
+           "kernel": kernel_reason or "ok"}
     for name, times in rounds.items():
         median = statistics.median(times)
         out[f"{name}_ms"] = float(f"{median * 1e3:.4g}")
