@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from agentcredit.agent.cached_attention import prefill_attention
+from agentcredit.agent.decode_kernel import decode_attention, decode_kernel_available
 
 _ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM")
 
@@ -103,6 +104,11 @@ class LeanForward:
         fuse = sum(_FusedLayer.weight_bytes(layer) for layer in self.layers) <= FUSE_LIMIT_BYTES
         self.fused = [_FusedLayer(layer, self.num_heads, self.num_kv_heads, self.head_dim, fuse) for layer in self.layers]
         self._rope = _RopeTable(self.rotary)
+        # Decoding slots attend through the cache-streaming kernel where it runs (float32 on a CPU): each
+        # slot's keys read once, up to its own length. Elsewhere, runs of slots through SDPA with a mask.
+        weight = self.embed.weight
+        self.decode_kernel = (weight.device.type == "cpu" and weight.dtype == torch.float32
+                              and decode_kernel_available() is None)
 
     @torch.no_grad()
     def packed(self, batch: PackedBatch, cache) -> torch.Tensor:
@@ -113,9 +119,11 @@ class LeanForward:
         cos, sin = cos[:, None], sin[:, None]  # (T, 1, D): broadcast over heads
         s = len(batch.decode_keys)
         keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill], device=device)
-        decode_mask = None
+        decode_mask, decode_lengths = None, None
         full_runs = {(lo, hi): all(k == width for k in batch.decode_keys[lo:hi]) for lo, hi, width in batch.decode_runs}
-        if s:
+        if s and self.decode_kernel:
+            decode_lengths = torch.tensor(batch.decode_keys, dtype=torch.long)
+        elif s:
             width = max(batch.decode_keys)
             decode_mask = (torch.arange(width, device=device)[None, :]
                            < torch.tensor(batch.decode_keys, device=device)[:, None])[:, None, None]  # (S, 1, 1, W)
@@ -152,7 +160,9 @@ class LeanForward:
                 q, k = qk[:, :heads], qk[:, heads:]
             keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
             parts = []
-            for lo, hi, width in batch.decode_runs:
+            if decode_lengths is not None:
+                parts.append(decode_attention(q[:s].contiguous(), keys[:s], values[:s], decode_lengths, self.scaling))
+            for lo, hi, width in batch.decode_runs if decode_lengths is None else ():
                 # A run whose slots all read `width` keys needs no mask (always so for a run of one slot).
                 mask = None if full_runs[(lo, hi)] else decode_mask[lo:hi, :, :, :width]
                 out = F.scaled_dot_product_attention(q[lo:hi, :, None], keys[lo:hi, :, :width], values[lo:hi, :, :width],
