@@ -1,6 +1,8 @@
 """agent/decode_kernel.py: the C++ decode attention equals masked SDPA; a failed build leaves a reason."""
 
 import math
+import os
+import sys
 
 import pytest
 import torch
@@ -121,3 +123,22 @@ def test_a_wrong_self_check_is_a_reason(monkeypatch):
     monkeypatch.setattr(decode_kernel, "_compile", lambda: Wrong)
     monkeypatch.setattr(decode_kernel, "_result", None)
     assert decode_kernel_available().startswith("self-check failed: differs from SDPA by")
+
+
+def test_ninja_beside_the_interpreter_is_put_on_path(monkeypatch, tmp_path):
+    # `.venv/bin/python -m pytest` without activating the environment: the ninja package's binary sits
+    # beside the interpreter, not on PATH, and torch calls `ninja` through PATH.
+    bin_dir, empty = tmp_path / "venv_bin", tmp_path / "empty"
+    bin_dir.mkdir()
+    empty.mkdir()
+    ninja = bin_dir / "ninja"
+    ninja.write_text("#!/bin/sh\n")
+    ninja.chmod(0o755)
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(decode_kernel.sys, "executable", str(bin_dir / "python"))
+    monkeypatch.setitem(sys.modules, "ninja", None)  # the package's BIN_DIR unknown: the interpreter's folder
+    assert decode_kernel._put_ninja_on_path() is True
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(bin_dir)
+    ninja.unlink()
+    monkeypatch.setenv("PATH", str(empty))
+    assert decode_kernel._put_ninja_on_path() is False

@@ -26,6 +26,7 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import threading
 import time
 
@@ -226,9 +227,26 @@ def _compiler_missing() -> str | None:
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
         return f"no C++ compiler found ({compiler!r} is not on PATH; install g++ or set CXX)"
-    if shutil.which("ninja") is None:
+    if shutil.which("ninja") is None and not _put_ninja_on_path():
         return "ninja not found (pip install ninja): torch builds C++ extensions with it"
     return None
+
+
+def _put_ninja_on_path() -> bool:
+    """torch calls `ninja` through PATH. The ninja package (a dependency) installs it beside the
+    interpreter, which is not on PATH when the environment's python runs without activating it
+    (`.venv/bin/python -m pytest`): put that folder on this process's PATH. False when absent."""
+    try:
+        import ninja
+
+        folders = [ninja.BIN_DIR, os.path.dirname(sys.executable)]
+    except (ImportError, AttributeError):
+        folders = [os.path.dirname(sys.executable)]
+    for folder in folders:
+        if shutil.which("ninja", path=folder):
+            os.environ["PATH"] = folder + os.pathsep + os.environ.get("PATH", "")
+            return True
+    return False
 
 
 def _flags() -> list[str]:
