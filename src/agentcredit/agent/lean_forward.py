@@ -80,9 +80,10 @@ class LeanForward:
     """packed(batch, cache) -> logits of every decode slot, then of each prefill run's last token.
 
     One forward serves the rows that decode and the rows that come back from their tools: the
-    projections and the MLP run once over all new tokens, unpadded; attention reads each run of
-    decode slots up to its longest row and each prefilled row up to its own length, straight from
-    the cache's buffers. The last layer runs only on the tokens whose logits are returned."""
+    projections and the MLP run once over all new tokens, unpadded; attention reads each decoding
+    slot's keys up to its own length (the kernel of agent/decode_kernel.py; without it, each run of
+    slots up to its longest row through a masked SDPA) and each prefilled row up to its own length,
+    straight from the cache's buffers. The last layer runs only on the tokens whose logits are returned."""
 
     def __init__(self, model):
         reason = lean_forward_unsupported(model)
