@@ -120,6 +120,52 @@ def test_bench_step_split_of_hand_made_timers():
     assert bench.split(parts + Counter(update_forward_share=0.4))["update_forward_share"] == 0.4
 
 
+def load_benchmark(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_test_stage_times_both_sides_with_the_same_outcomes():
+    # A variable no code reads on the before side: both sides sample the same, in a fresh process each.
+    out = run_json(str(AGENTCREDIT), "bench", "test-stage", "--n", "3", "--env-before", "AGENTCREDIT_BENCH_UNREAD=1",
+                   "--", *TINY_MODEL, "logger=none")
+    assert out["before"]["env"] == {"AGENTCREDIT_BENCH_UNREAD": "1"} and out["after"]["env"] == {}
+    for side in ("before", "after"):
+        assert out[side]["questions"] == 3 and out[side]["test_s"] > 0 and out[side]["test_cpu_s"] > 0
+        assert out[side]["sampled_tokens"] > 0 and 0 <= out[side]["accuracy"] <= 1
+    assert out["same_outcomes"] is True and "questions_differing" not in out
+    assert out["before"]["outcomes_sha256"] == out["after"]["outcomes_sha256"]
+    assert out["ratio"] > 0 and len(out["ratios"]) == 1 and isinstance(out["before"]["questions"], int)
+    assert out["ratio"] == pytest.approx(out["before"]["test_s"] / out["after"]["test_s"], rel=0.01)
+
+
+def test_bench_test_stage_hashes_results_not_times():
+    bench = load_benchmark("bench_test_stage")
+    a = {"id": "q1", "success": 1.0, "samples": 2, "tokens": 10.5, "tool_calls": 3.0}
+    b = {"id": "q2", "success": 0.0, "samples": 2, "tokens": 4.0, "tool_calls": 1.0}
+    base = bench.outcome_figures([a, b])
+    assert base["questions"] == 2 and base["accuracy"] == 0.5
+    assert base["sampled_tokens"] == 29  # 10.5 * 2 + 4 * 2: tokens is a mean over a question's samples
+    # The same results in another key and line order, or with a time beside them, hash the same
+    reordered = bench.outcome_figures([b, dict(reversed(a.items()), rollout_s=9.0)])
+    assert reordered["outcomes_sha256"] == base["outcomes_sha256"]
+    changed = bench.outcome_figures([a, {**b, "tool_calls": 2.0}])
+    assert changed["outcomes_sha256"] != base["outcomes_sha256"]
+    missing = bench.outcome_figures([a])
+    assert bench.questions_differing([base, reordered]) == 0
+    assert bench.questions_differing([base, changed, base]) == 1
+    assert bench.questions_differing([base, missing]) == 1  # q2 absent from one run
+    # A side's medians: seconds of two repeats average, counts stay whole numbers
+    runs = [{"test_s": 2.0, "questions": 2, "outcomes_sha256": "x"}, {"test_s": 3.0, "questions": 2, "outcomes_sha256": "x"}]
+    side = bench.side_figures(runs)
+    assert side["test_s"] == 2.5 and side["questions"] == 2 and isinstance(side["questions"], int)
+    assert side["test_s_per_repeat"] == [2.0, 3.0] and side["outcomes_sha256"] == ["x"]
+
+
 def test_bench_reference_scoring_prints_its_line():
     out = run_json(str(AGENTCREDIT), "bench", "reference-scoring", "--T", "3", "--repeats", "1", "--threads", "1",
                    "--prompt-len", "20", "--action-len", "5", "--obs-len", "10")
