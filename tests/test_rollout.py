@@ -130,14 +130,20 @@ def _prefill_forward_per_row(lengths, starts, **kw):
     return [[i] for i in reversed(range(len(lengths)))]
 
 
-@pytest.mark.parametrize("lean,grouping", [(True, None), (False, None), (False, _one_prefill_forward),
+@pytest.mark.parametrize("lean,grouping", [("kernel", None), ("sdpa", None), (False, None), (False, _one_prefill_forward),
                                            (False, _prefill_forward_per_row)],
-                         ids=["lean_forward", "model_cost_model", "model_one_forward", "model_per_row"])
+                         ids=["lean_forward_kernel", "lean_forward_sdpa_runs", "model_cost_model", "model_one_forward",
+                              "model_per_row"])
 def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, lean):
-    from agentcredit.agent import sampling
+    from agentcredit.agent import lean_forward, sampling
+    from agentcredit.agent.decode_kernel import decode_kernel_available
     from agentcredit.agent.lean_forward import LeanForward
     from agentcredit.lit.logprobs import token_logprobs
 
+    if lean == "kernel" and decode_kernel_available() is not None:
+        pytest.skip(f"decode kernel unavailable here: {decode_kernel_available()}")
+    if lean == "sdpa":  # the decode kernel off: decodes read runs of slots through a masked SDPA
+        monkeypatch.setattr(lean_forward, "decode_kernel_available", lambda: "off for this test")
     split = []
     original = grouping or sampling.prefill_groups
     monkeypatch.setattr(sampling, "prefill_groups", lambda *a, **kw: split.append(out := original(*a, **kw)) or out)
@@ -147,7 +153,7 @@ def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, le
     chunks, decode_runs = sampling.decode_chunks, []  # free calls: decodes read their slots in runs wherever that saves keys
     monkeypatch.setattr(sampling, "decode_chunks", lambda keys: decode_runs.append(out := chunks(keys, call_keys=0)) or out)
     policy = setup[0]
-    worker = make_worker(setup, lean_forward=lean)
+    worker = make_worker(setup, lean_forward=bool(lean))
     # Several rows of different lengths and turn counts: each row's slot cache, compaction after
     # finished rows, and prefills of rows that rejoin mid-batch must all match one full forward:
     # with the lean forward, decode and prefill in one packed forward; with the model's forward,
@@ -155,9 +161,13 @@ def test_recorded_logprobs_match_a_full_forward(setup, monkeypatch, grouping, le
     # model groups them.
     short = Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")
     groups = worker.rollout([QUESTION, short], group_size=3)  # prompts of two lengths
-    if lean:  # some forward both decoded and prefilled, and some decode read its slots in several runs
-        assert any(b.decode_keys and b.prefill for b in packed) and any(len(runs) > 1 for runs in decode_runs)
-    else:
+    if lean:  # some forward both decoded and prefilled
+        assert any(b.decode_keys and b.prefill for b in packed)
+    if lean == "sdpa":  # and some decode read its slots in several runs
+        assert any(len(runs) > 1 for runs in decode_runs)
+    if lean == "kernel":  # the kernel reads each slot to its own length: no runs planned
+        assert not decode_runs and all(not b.decode_runs for b in packed)
+    if not lean:
         assert not packed
     if grouping is _one_prefill_forward:
         assert any(len(rows) > 1 for forwards in split for rows in forwards)

@@ -123,3 +123,20 @@ def test_keep_leaves_room_for_rows_that_part_later():
     cache.keep(torch.tensor([3, 1]), used=1, num_slots=3)
     assert cache.num_slots == 3 and cache.keys[0].shape[0] == 3
     assert torch.equal(cache.keys[0][2], torch.zeros(1, cache.capacity, 1))
+
+
+def test_keep_in_slot_order_moves_slots_down_in_place():
+    # The sampler's compaction keeps slots in ascending order: each moves down to its new number in the
+    # same buffers (no allocation); only the columns in use are copied.
+    cache = SlotCache(4)
+    cache.reserve(3)
+    keys = torch.arange(4 * 3, dtype=torch.float32).reshape(4, 3)  # slot s, column c: 3s + c
+    cache.put(keys.reshape(12, 1, 1), -keys.reshape(12, 1, 1), 0, torch.arange(4).repeat_interleave(3),
+              torch.arange(3).repeat(4))
+    before = cache.keys[0].data_ptr()
+    cache.keep(torch.tensor([1, 3]), used=2, num_slots=3)
+    assert cache.num_slots == 3 and cache.keys[0].shape[0] == 3 and cache.keys[0].data_ptr() == before
+    assert cache.keys[0][0, 0, :2, 0].tolist() == [3.0, 4.0] and cache.keys[0][1, 0, :2, 0].tolist() == [9.0, 10.0]
+    assert cache.values[0][1, 0, :2, 0].tolist() == [-9.0, -10.0]
+    # column 2 was not in use: slot 1 keeps what it held there (slot 1's own 5), not slot 3's 11
+    assert cache.keys[0][1, 0, 2, 0].item() == 5.0

@@ -243,7 +243,8 @@ class TurnSampler:
         tensor = lambda values: torch.tensor(values, dtype=torch.long, device=self.device)  # noqa: E731
         batch = PackedBatch(ids=tensor(ids), positions=tensor(positions), written=tensor(written),
                             slots=tensor(slots), columns=tensor(columns), decode_keys=keys,
-                            decode_runs=decode_chunks(keys) if keys else [], prefill=prefill)
+                            decode_runs=decode_chunks(keys) if keys and not self.lean.decode_kernel else [],
+                            prefill=prefill)  # (the kernel reads each slot to its own length: no runs to plan)
         logits = self.lean.packed(batch, self.cache)
         if decoding:
             self.logits = logits[: len(self.slots)]

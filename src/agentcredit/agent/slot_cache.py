@@ -82,13 +82,27 @@ class SlotCache:
         return keys, values
 
     def keep(self, slots: torch.Tensor, used: int | None = None, num_slots: int | None = None) -> None:
-        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order.
+        """Drop every slot not in `slots`; the kept ones are renumbered 0..len(slots)-1 in that order
+        (ascending slots: moved down in place; any other order: copied into new, zeroed buffers).
         used: how many columns any kept slot holds (only those are copied; None = all).
-        num_slots: slots to hold from now on (at least len(slots); the ones after the kept are empty)."""
+        num_slots: slots to hold from now on (at least len(slots); the ones after the kept are free)."""
         used = self.capacity if used is None else min(used, self.capacity)
         rows = max(int(slots.numel()), num_slots or 0)
-        self.keys = [_copied(k, slots, used, self.capacity, rows) for k in self.keys]
-        self.values = [_copied(v, slots, used, self.capacity, rows) for v in self.values]
+        order = slots.tolist()
+        if self.keys and rows <= self.keys[0].shape[0] and order == sorted(set(order)):
+            # Kept in their own order (the sampler's compaction): slot order[j] moves down to j in place, j
+            # ascending, so no slot is overwritten before it moves (order[j] >= j). Only the slots that move
+            # are copied, and no buffer is allocated or zeroed: a slot's columns past its row's length keep
+            # keys some row wrote (finite values, never uninitialised memory), which nothing reads unmasked.
+            for j, slot in enumerate(order):
+                if slot != j:
+                    for buffer in (*self.keys, *self.values):
+                        buffer[j, :, :used] = buffer[slot, :, :used]
+            self.keys = [k[:rows] for k in self.keys]
+            self.values = [v[:rows] for v in self.values]
+        else:
+            self.keys = [_copied(k, slots, used, self.capacity, rows) for k in self.keys]
+            self.values = [_copied(v, slots, used, self.capacity, rows) for v in self.values]
         self.num_slots = rows
 
     def copy_slot(self, source: int, target: int, used: int) -> None:
