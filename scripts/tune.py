@@ -15,6 +15,11 @@ checkpoint; a job whose folder holds tune_outcomes.jsonl and tune_summary.json i
 are added to every job's training (a smoke run: trainer.max_steps=2). A SIGTERM or Ctrl-C is passed to the jobs
 running (each saves its checkpoint), and the sweep stops with status 143; run it again to continue.
 
+With the spec's `halving: {keep: k}` (agentcredit/analysis/tuning_halving.py) a later seed's jobs become known as
+the earlier seed's scores come in: each time a job ends, `run` asks again which jobs are runnable and starts the
+next in seed order, until none is left (all finished, or the rest wait on a job that failed). `plan` shows an
+undecided job as "waits for seed <k> of <arm>", a point left out as "dropped", and each arm's kept points.
+
 The archive (--archive; docs/results/tuning_<SPEC's file name>/jobs by default) is committed: `run` copies each job
 into it as it finishes, and a job whose archive copy is whole is finished even where the sweep folder lacks it, so
 a fresh checkout continues the sweep (agentcredit/analysis/tuning_archive.py). With OVERRIDEs (a smoke run) there
@@ -28,7 +33,7 @@ import signal
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +119,27 @@ def run_job(sweep: Sweep, job, spec, steps: int, extra: list[str], archive: Path
     return "finished" + keep(job, archive, spec, extra)
 
 
+def run_as_known(workers: int, runnable, run, stopping) -> dict:
+    """Run the jobs `runnable()` lists, `workers` at a time, asking it again each time one ends (a halving decides
+    later seeds' jobs from earlier scores); a job is run once. Stops starting jobs when `stopping()`. job -> fate."""
+    fates, running = {}, {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while True:
+            if not stopping():
+                for job in runnable():  # seed by seed: an earlier seed's job goes first
+                    if len(running) == workers:
+                        break
+                    if job not in fates and job not in running.values():
+                        running[pool.submit(run, job)] = job
+            if not running:
+                return fates
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                fates[running.pop(future)] = future.result()
+
+
 def command_run(args) -> int:
+    from agentcredit.analysis.tuning_halving import ASKED, WAITS, job_state, runnable_jobs, sweep_schedule
     from agentcredit.analysis.tuning_spec import load_spec
 
     spec = load_spec(args.spec)
@@ -124,32 +149,50 @@ def command_run(args) -> int:
     sweep = Sweep()
     signal.signal(signal.SIGTERM, sweep.stop)
     signal.signal(signal.SIGINT, sweep.stop)
+    fates = run_as_known(args.jobs, lambda: runnable_jobs(spec, args.sweep, archive),
+                         lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), lambda: sweep.stopping)
+    schedules = sweep_schedule(spec, args.sweep, archive)
     jobs = spec.jobs(args.sweep)
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        fates = list(pool.map(lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), jobs))
-    for job, fate in zip(jobs, fates):
-        print(f"[tune] {fate}: {job.folder}", flush=True)
-    done = sum(f.startswith("finished") for f in fates)
-    print(f"[tune] {done} of {len(jobs)} jobs finished: {args.sweep}", flush=True)
+    for job in jobs:
+        if job in fates:
+            print(f"[tune] {fates[job]}: {job.folder}", flush=True)
+    states = [job_state(spec, schedules, job) for job in jobs]
+    done = sum(f.startswith("finished") for f in fates.values())
+    waiting = states.count(WAITS)
+    print(f"[tune] {done} of {states.count(ASKED)} jobs finished"
+          + (f", {waiting} wait on an earlier seed's unfinished job" if waiting else "") + f": {args.sweep}", flush=True)
     if sweep.stopping:
         return STOPPED
-    return 0 if done == len(jobs) else 1
+    return 0 if done == states.count(ASKED) and not waiting else 1
 
 
 def command_plan(args) -> int:
-    from agentcredit.analysis.tuning import job_finished
+    from agentcredit.analysis.tuning import dropped_after, job_finished
     from agentcredit.analysis.tuning_archive import archived, entry_of
+    from agentcredit.analysis.tuning_halving import DROPPED, WAITS, budget, job_state, sweep_schedule
     from agentcredit.analysis.tuning_spec import load_spec
 
     spec = load_spec(args.spec)
     jobs = spec.jobs(args.sweep)
     archive = archive_dir(args)
+    schedules = sweep_schedule(spec, args.sweep, archive)
     for job in jobs:
-        state = ("finished" if job_finished(job.folder)
+        decided = job_state(spec, schedules, job)
+        earlier = spec.seeds[spec.seeds.index(job.seed) - 1]
+        dropped = dropped_after(schedules[job.arm], spec.seeds).get(spec.grid(job.arm).points.index(job.point))
+        state = (f"waits for seed {earlier} of {job.arm}" if decided == WAITS
+                 else f"dropped after seed {dropped}" if decided == DROPPED
+                 else "finished" if job_finished(job.folder)
                  else "finished (archived)" if archive is not None and archived(entry_of(job, archive))
                  else "started" if (job.folder / "checkpoints").is_dir() else "not started")
         print(f"{state:19} {job.folder}")
-    print(f"{len(jobs)} jobs: {len(spec.arms)} arms x {len(spec.arms[0].points)} points x {len(spec.seeds)} seeds, "
+    shape = (f"{len(spec.arms[0].points)} points x {len(spec.seeds)} seeds" if spec.keep is None else
+             f"({len(spec.arms[0].points)} points on seed {spec.seeds[0]} + the {spec.keep} best on each later seed)")
+    for grid in spec.arms if spec.keep is not None else ():
+        for seed, ran in zip(spec.seeds[1:], schedules[grid.arm][1:]):
+            if ran is not None:
+                print(f"{grid.arm} seed {seed}: kept {', '.join(grid.points[i].name for i in ran)}")
+    print(f"{budget(spec)} jobs: {len(spec.arms)} arms x {shape}, "
           f"{expected_steps(spec.experiment, args.overrides)} steps each (experiment={spec.experiment}), "
           f"scored on {spec.tuning_set} tuning-set questions")
     return 0

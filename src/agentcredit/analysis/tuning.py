@@ -13,6 +13,9 @@ every job (`world.splits.tuning_questions`), so each grid point's outcomes form 
   in the spec, which lists the arm's current setting first, so a knob moves only when a setting scored higher.
   An arm is chosen only when every one of its grid points finished on every seed (an equal budget); otherwise
   it is reported as incomplete, with no choice.
+- **halving** (the spec's `halving: {keep: k}`, analysis/tuning_halving.py): only the jobs the halving asks for
+  count; the arm is chosen once all of them finished, among the kept points (their mean over all seeds); a point
+  dropped after the first seed is reported with its one-seed accuracy.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class ArmResult:
     points: list[PointResult]
     complete: bool
     chosen: int | None  # index into points
+    kept: tuple[int, ...] | None = None  # halving: the points run on the last seed (the candidates); None without it
+    dropped_after: dict[int, int] = field(default_factory=dict)  # halving: point index -> the seed after which it stopped
 
 
 def read_job(folder: Path) -> tuple[dict[str, float], int]:
@@ -108,21 +113,39 @@ def select(spec: TuningSpec, sweep_dir: str | Path, n_boot: int = 10_000, boot_s
            archive: str | Path | None = None) -> list[ArmResult]:
     """Each arm's points scored and its setting chosen, from the jobs finished in `sweep_dir` or, for a job
     not there, in `archive` (analysis/tuning_archive.py: the same files, so the same choice)."""
-    from agentcredit.analysis.tuning_archive import job_source  # it builds on this module's readers
+    from agentcredit.analysis.tuning_archive import job_source  # they build on this module's readers
+    from agentcredit.analysis.tuning_halving import ASKED, job_state, sweep_schedule
 
-    jobs = spec.jobs(sweep_dir)
+    schedules = sweep_schedule(spec, sweep_dir, archive)
+    jobs = [job for job in spec.jobs(sweep_dir) if job_state(spec, schedules, job) == ASKED]  # a dropped point's later seeds do not count
     if archive is not None:
         jobs = [replace(job, folder=job_source(job, archive) or job.folder) for job in jobs]
     out = []
     for grid in spec.arms:
         points = [point_result(p, [j for j in jobs if j.arm == grid.arm and j.point == p], n_boot, boot_seed)
                   for p in grid.points]
-        complete = all(len(p.seeds) == len(spec.seeds) for p in points)
+        schedule = schedules[grid.arm]
+        complete = None not in schedule and all(
+            spec.seeds[i] in points[p].seeds for i, ran in enumerate(schedule) for p in ran)
         steps = {s for p in points for s in p.steps}
         if complete and len(steps) > 1:
             raise RecordError(f"arm {grid.arm}: its jobs trained different numbers of steps ({sorted(steps)}); "
                               "an equal budget needs the same")
-        out.append(ArmResult(grid, points, complete, choose(points) if complete else None))
+        candidates = schedule[-1] if complete else ()
+        chosen = candidates[choose([points[i] for i in candidates])] if complete else None
+        out.append(ArmResult(grid, points, complete, chosen, None if spec.keep is None else schedule[-1],
+                             dropped_after(schedule, spec.seeds)))
+    return out
+
+
+def dropped_after(schedule: list[tuple[int, ...] | None], seeds: tuple[int, ...]) -> dict[int, int]:
+    """point index -> the last seed it ran on, for the points a decided seed left out."""
+    out: dict[int, int] = {}
+    for i in range(1, len(schedule)):
+        if schedule[i] is not None:
+            for p in schedule[i - 1]:
+                if p not in schedule[i]:
+                    out[p] = seeds[i - 1]
     return out
 
 
@@ -140,7 +163,9 @@ def report_markdown(spec: TuningSpec, results: list[ArmResult]) -> str:
         f"set: the last {spec.tuning_set} questions of the val split, disjoint from train, test and the val questions "
         "training validates on. Accuracy: mean success over seeds and questions, 95% interval from a bootstrap over "
         "seeds and questions. Chosen: the most accurate point; a tie goes to the point listed first, the arm's "
-        "current setting. An arm with a point not finished on every seed has no choice.",
+        "current setting. "
+        + ("An arm with a point not finished on every seed has no choice." if spec.keep is None
+           else "An arm with a job the halving asked for unfinished has no choice. " + halving_rule(spec)),
         "",
         "| arm | setting | tuning-set accuracy % (95% CI) | per seed % | chosen |",
         "|---|---|---|---|---|",
@@ -149,24 +174,37 @@ def report_markdown(spec: TuningSpec, results: list[ArmResult]) -> str:
         for i, p in enumerate(r.points):
             ci = f" [{_pct(p.interval[0])}, {_pct(p.interval[1])}]" if p.interval else ""
             seeds = ", ".join(_pct(a) for a in p.per_seed) or "–"
-            mark = "**chosen**" if r.chosen == i else ("" if r.complete else f"{len(p.seeds)} of {len(spec.seeds)} seeds")
+            mark = ("**chosen**" if r.chosen == i else f"dropped after seed {r.dropped_after[i]}" if i in r.dropped_after
+                    else "" if r.complete else f"{len(p.seeds)} of {len(spec.seeds)} seeds")
             lines.append(f"| {r.grid.arm} | `{p.point.name}` | {_pct(p.accuracy)}{ci} | {seeds} | {mark} |")
     lines += ["", "Why these knobs:", ""]
     lines += [f"- **{r.grid.arm}** ({', '.join(r.grid.knobs)}): {r.grid.why}" for r in results]
     return "\n".join(lines) + "\n"
 
 
+def halving_rule(spec: TuningSpec) -> str:
+    """The halving in one sentence, for the report."""
+    later = ", ".join(map(str, spec.seeds[1:]))
+    return (f"Successive halving: every point trained on seed {spec.seeds[0]} and only each arm's {spec.keep} most "
+            f"accurate points so far on seed{'s' * (len(spec.seeds) > 2)} {later} (a tie to the point listed first), "
+            f"{len(spec.arms[0].points) + spec.keep * (len(spec.seeds) - 1)} jobs for every arm; the choice is among "
+            "the kept points over all their seeds, and a dropped point shows its one seed's accuracy.")
+
+
 def report_json(spec: TuningSpec, results: list[ArmResult]) -> dict:
     return {
         "experiment": spec.experiment, "tuning_set": spec.tuning_set, "seeds": list(spec.seeds),
+        "halving": None if spec.keep is None else {"keep": spec.keep},
         "arms": {r.grid.arm: {
             "knobs": list(r.grid.knobs), "complete": r.complete,
+            "kept": None if r.kept is None else [r.points[i].point.name for i in r.kept],
             "chosen": None if r.chosen is None else r.points[r.chosen].point.name,
             "chosen_settings": None if r.chosen is None else dict(r.points[r.chosen].point.settings),
             "points": [{"setting": p.point.name, "settings": dict(p.point.settings), "seeds": p.seeds,
                         "per_seed": p.per_seed, "steps": p.steps, "accuracy": p.accuracy,
-                        "interval": list(p.interval) if p.interval else None, "questions": p.questions}
-                       for p in r.points]}
+                        "interval": list(p.interval) if p.interval else None, "questions": p.questions,
+                        "dropped_after": r.dropped_after.get(i)}
+                       for i, p in enumerate(r.points)]}
             for r in results},
     }
 

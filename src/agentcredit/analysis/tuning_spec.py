@@ -5,6 +5,7 @@ The spec is a YAML file (conf/tuning/long.yaml is the long-horizon comparison's)
     experiment: tune_long        # the training settings every job shares (conf/experiment/<name>.yaml)
     tuning_set: 512              # questions at the val split's end that score a job (world/splits.py)
     seeds: [10, 11]
+    halving: {keep: 2}           # optional: later seeds run only each arm's 2 best points (analysis/tuning_halving.py)
     arms:
       trace:
         why: one line: why these knobs
@@ -15,6 +16,8 @@ The spec is a YAML file (conf/tuning/long.yaml is the long-horizon comparison's)
 Every arm must have the same number of grid points (an equal tuning budget), and every point of an arm sets
 the same knobs. A job is (seed, arm, point); jobs run seed by seed, so a sweep cut short holds whole seeds.
 Its folder is `<sweep>/<arm>/<point>_seed<k>`, the point named by its overrides (`credit.K:3+credit.alpha_turn:0.2`).
+`jobs` lists every job the grid allows; with `halving`, which of the later seeds' jobs run is decided as the
+earlier seeds' scores come in (`analysis/tuning_halving.py`).
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class TuningSpec:
     tuning_set: int
     seeds: tuple[int, ...]
     arms: tuple[ArmGrid, ...]
+    keep: int | None = None  # halving: on each seed after the first, only each arm's `keep` best points; None: all
 
     def grid(self, arm: str) -> ArmGrid:
         for grid in self.arms:
@@ -132,9 +136,9 @@ def _arm(arm, raw) -> ArmGrid:
 def parse_spec(raw) -> TuningSpec:
     if not isinstance(raw, dict):
         raise SpecError("a tuning spec is a mapping with experiment, tuning_set, seeds and arms")
-    unknown = sorted(set(raw) - {"experiment", "tuning_set", "seeds", "arms"})
+    unknown = sorted(set(raw) - {"experiment", "tuning_set", "seeds", "halving", "arms"})
     if unknown:
-        raise SpecError(f"unknown key(s) {', '.join(map(str, unknown))}; known: experiment, tuning_set, seeds, arms")
+        raise SpecError(f"unknown key(s) {', '.join(map(str, unknown))}; known: experiment, tuning_set, seeds, halving, arms")
     experiment = raw.get("experiment")
     if not isinstance(experiment, str) or not _NAME.match(experiment):
         raise SpecError(f"experiment must name a file of conf/experiment/, got {experiment!r}")
@@ -152,7 +156,18 @@ def parse_spec(raw) -> TuningSpec:
     if len(set(sizes.values())) > 1:
         raise SpecError("every arm needs the same number of grid points (an equal tuning budget); got "
                         + ", ".join(f"{arm} {n}" for arm, n in sizes.items()))
-    return TuningSpec(experiment, _int(raw.get("tuning_set"), "tuning_set", 1), seeds, grids)
+    return TuningSpec(experiment, _int(raw.get("tuning_set"), "tuning_set", 1), seeds, grids,
+                      _keep(raw["halving"], len(grids[0].points)) if "halving" in raw else None)
+
+
+def _keep(raw, points: int) -> int:
+    """halving: {keep: k}, 1 <= k < the points of an arm (keeping all of them would halve nothing)."""
+    if not isinstance(raw, dict) or set(raw) != {"keep"}:
+        raise SpecError(f"halving must be a mapping {{keep: <points kept after the first seed>}}, got {raw!r}")
+    keep = _int(raw["keep"], "halving.keep", 1)
+    if keep >= points:
+        raise SpecError(f"halving.keep must be below the {points} grid points of an arm (keeping all halves nothing), got {keep}")
+    return keep
 
 
 def load_spec(path: str | Path) -> TuningSpec:
