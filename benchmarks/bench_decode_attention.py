@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from agentcredit.agent.decode_kernel import decode_attention, decode_kernel_available
 from agentcredit.agent.forward_plan import decode_chunks
+from agentcredit.models.step_floor import read_rates
 
 
 def sampler_attention(q, keys, values, lengths: list[int], scale: float) -> torch.Tensor:
@@ -67,22 +68,10 @@ def kernel_attention(q, keys, values, lengths: list[int], scale: float) -> torch
     return decode_attention(q, keys, values, torch.tensor(lengths), scale)
 
 
-def seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def machine_rates(repeats: int) -> dict:
-    """GB/s of summing a 256 MiB tensor and of a 128 MiB matrix-vector product, on this process's threads."""
-    flat = torch.randn(64 * 2**20)
-    matrix, vector = torch.randn(4096, 8192), torch.randn(8192)
-    flat.sum(), matrix @ vector  # warm-up
-    return {"sum_gb_s": flat.numel() * 4 / seconds(flat.sum, repeats) / 1e9,
-            "gemv_gb_s": matrix.numel() * 4 / seconds(lambda: matrix @ vector, repeats) / 1e9}
+def seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def measure(slots: int, kv_heads: int, head_dim: int, min_keys: int, max_keys: int, repeats: int, seed: int,
@@ -105,7 +94,7 @@ def measure(slots: int, kv_heads: int, head_dim: int, min_keys: int, max_keys: i
     rounds: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
         for name, fn in variants.items():
-            rounds[name].append(seconds(lambda: fn(q, keys, values, lengths, scale), 1))
+            rounds[name].append(seconds(lambda: fn(q, keys, values, lengths, scale)))
     read_bytes = 2 * sum(lengths) * kv_heads * head_dim * 4  # keys and values up to each slot's length
     out = {"slots": slots, "kv_heads": kv_heads, "head_dim": head_dim, "mean_keys": round(sum(lengths) / slots, 1),
            "read_bytes": read_bytes, "max_abs_diff": diff, "threads": torch.get_num_threads(),
@@ -115,7 +104,7 @@ def measure(slots: int, kv_heads: int, head_dim: int, min_keys: int, max_keys: i
         out[f"{name}_ms"] = float(f"{median * 1e3:.4g}")
         out[f"{name}_gb_s"] = float(f"{read_bytes / median / 1e9:.3g}")
     if rates:
-        out.update({k: round(v, 2) for k, v in machine_rates(repeats).items()})
+        out.update({k: round(v, 2) for k, v in read_rates(repeats).items()})  # models/step_floor.py's, as bench_step's
     return out
 
 

@@ -57,6 +57,8 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # revision_trees beside this file, however it is loaded
+from revision_trees import revision_trees  # noqa: E402
 LAUNCH_ENV = "AGENTCREDIT_BENCH_LAUNCHED"  # wall-clock time the parent started the child (for startup_s)
 
 
@@ -288,10 +290,6 @@ def run_side(args, overrides: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- two sides
-def git(*argv: str, cwd: Path = ROOT) -> str:
-    return subprocess.run(["git", *argv], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def child(tree: Path, args, overrides: list[str]) -> dict:
     """This script's one-side run against the sources of `tree`, in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": str(args.threads),
@@ -337,26 +335,15 @@ def rounded(figures: dict) -> dict:
 
 
 def against(args, overrides: list[str]) -> dict:
-    revision = git("rev-parse", "--short", args.against)
-    # This tree as it is now (uncommitted changes to tracked files included), frozen for the whole run,
-    # so that editing the sources while it runs changes neither side.
-    here = git("stash", "create") or git("rev-parse", "HEAD")
-    here_name = git("rev-parse", "--short", "HEAD") + ("+changes" if here != git("rev-parse", "HEAD") else "")
-    with tempfile.TemporaryDirectory(prefix="bench_step_rev_") as tmp:
-        trees = {"before": Path(tmp) / "before", "after": Path(tmp) / "after"}
-        git("worktree", "add", "--detach", str(trees["before"]), revision)
-        git("worktree", "add", "--detach", str(trees["after"]), here)
-        try:
-            sides: dict[str, list[dict]] = {"before": [], "after": []}
-            errors: dict[str, list[float]] = {"before": [], "after": []}
-            for _ in range(args.repeats):
-                for name, tree in trees.items():
-                    sides[name].append(child(tree, args, overrides))
-                    if args.config_error:
-                        errors[name].append(config_error_seconds(tree, args.threads))
-        finally:
-            for tree in trees.values():
-                git("worktree", "remove", "--force", str(tree))
+    with revision_trees(args.against, prefix="bench_step_rev_") as (trees, names):
+        sides: dict[str, list[dict]] = {"before": [], "after": []}
+        errors: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(args.repeats):
+            for name, tree in trees.items():
+                sides[name].append(child(tree, args, overrides))
+                if args.config_error:
+                    errors[name].append(config_error_seconds(tree, args.threads))
+    revision, here_name = names["before"], names["after"]
     result = {"overrides": overrides, "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
               "repeats": args.repeats, "before_revision": revision, "after_revision": here_name}
     for name, runs in sides.items():

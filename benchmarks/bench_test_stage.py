@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # revision_trees beside this file, however it is loaded
+from revision_trees import revision_trees  # noqa: E402
 OUTCOMES = "test_outcomes.jsonl"
 
 
@@ -108,10 +110,6 @@ def run_side(args, overrides: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- two sides
-def git(*argv: str) -> str:
-    return subprocess.run(["git", *argv], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def env_setting(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -170,18 +168,8 @@ def compared(args, overrides: list[str], trees: dict[str, Path], names: dict[str
 
 def against(args, overrides: list[str]) -> dict:
     """REV and this tree (frozen as at the start) in temporary worktrees, side by side."""
-    revision = git("rev-parse", "--short", args.against)
-    here = git("stash", "create") or git("rev-parse", "HEAD")
-    here_name = git("rev-parse", "--short", "HEAD") + ("+changes" if here != git("rev-parse", "HEAD") else "")
-    with tempfile.TemporaryDirectory(prefix="bench_test_stage_rev_") as tmp:
-        trees = {"before": Path(tmp) / "before", "after": Path(tmp) / "after"}
-        git("worktree", "add", "--detach", str(trees["before"]), revision)
-        git("worktree", "add", "--detach", str(trees["after"]), here)
-        try:
-            return compared(args, overrides, trees, {"before": revision, "after": here_name})
-        finally:
-            for tree in trees.values():
-                git("worktree", "remove", "--force", str(tree))
+    with revision_trees(args.against, prefix="bench_test_stage_rev_") as (trees, names):
+        return compared(args, overrides, trees, names)
 
 
 def main() -> None:
