@@ -37,7 +37,11 @@ ALLOWED = {
     "analysis.comparison_runs": set(),
     "analysis.comparison_stats": set(),
     "analysis.tuning_spec": set(),
-    "analysis.tuning": {"analysis.tuning_spec", "analysis.comparison_stats"},
+    "analysis.tuning_jobs": set(),
+    "analysis.tuning_archive": {"analysis.comparison_runs", "analysis.tuning_jobs", "analysis.tuning_spec"},
+    "analysis.tuning_halving": {"analysis.tuning_jobs", "analysis.tuning_archive", "analysis.tuning_spec"},
+    "analysis.tuning": {"analysis.tuning_spec", "analysis.comparison_stats", "analysis.tuning_jobs",
+                        "analysis.tuning_archive", "analysis.tuning_halving"},
     "run.tuning_eval": {"run.evaluate", "run.compose", "analysis.tuning"} | LOWER,
     "analysis.fidelity_vs_gain": {"analysis.comparison", "analysis.comparison_runs"},
 }

@@ -28,18 +28,13 @@ import numpy as np
 import yaml
 
 from agentcredit.analysis.comparison_stats import interval
+from agentcredit.analysis.tuning_archive import job_source
+from agentcredit.analysis.tuning_halving import ASKED, job_state, sweep_schedule
+from agentcredit.analysis.tuning_jobs import TIE, TUNE_OUTCOMES, TUNE_SUMMARY, job_finished, read_job  # noqa: F401 (read here too)
 from agentcredit.analysis.tuning_spec import ArmGrid, GridPoint, Job, TuningSpec
 from agentcredit.records import RecordError, atomic_write_text
-from agentcredit.records.outcomes import read_outcomes
 
-TUNE_OUTCOMES = "tune_outcomes.jsonl"
-TUNE_SUMMARY = "tune_summary.json"
-TIE = 1e-12
 LEVEL = 0.95
-
-
-def job_finished(folder: Path) -> bool:
-    return (Path(folder) / TUNE_OUTCOMES).is_file() and (Path(folder) / TUNE_SUMMARY).is_file()
 
 
 @dataclass
@@ -61,20 +56,6 @@ class ArmResult:
     chosen: int | None  # index into points
     kept: tuple[int, ...] | None = None  # halving: the points run on the last seed (the candidates); None without it
     dropped_after: dict[int, int] = field(default_factory=dict)  # halving: point index -> the seed after which it stopped
-
-
-def read_job(folder: Path) -> tuple[dict[str, float], int]:
-    """question id -> success, and the training step the evaluated checkpoint had reached; RecordError (one
-    line naming the file) for a file missing or damaged."""
-    path = Path(folder) / TUNE_SUMMARY
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise RecordError(f"{path}: cannot be read as JSON ({type(error).__name__})") from None
-    steps = summary.get("steps") if isinstance(summary, dict) else None
-    if isinstance(steps, bool) or not isinstance(steps, int):
-        raise RecordError(f"{path}: no integer 'steps'")
-    return {r.id: float(r.success) for r in read_outcomes(Path(folder) / TUNE_OUTCOMES)}, steps
 
 
 def point_result(point: GridPoint, jobs: list[Job], n_boot: int, boot_seed: int) -> PointResult:
@@ -113,9 +94,6 @@ def select(spec: TuningSpec, sweep_dir: str | Path, n_boot: int = 10_000, boot_s
            archive: str | Path | None = None) -> list[ArmResult]:
     """Each arm's points scored and its setting chosen, from the jobs finished in `sweep_dir` or, for a job
     not there, in `archive` (analysis/tuning_archive.py: the same files, so the same choice)."""
-    from agentcredit.analysis.tuning_archive import job_source  # they build on this module's readers
-    from agentcredit.analysis.tuning_halving import ASKED, job_state, sweep_schedule
-
     schedules = sweep_schedule(spec, sweep_dir, archive)
     jobs = [job for job in spec.jobs(sweep_dir) if job_state(spec, schedules, job) == ASKED]  # a dropped point's later seeds do not count
     if archive is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from agentcredit.analysis.comparison_runs import STEP_COLUMNS
-from agentcredit.analysis.tuning import TUNE_OUTCOMES, TUNE_SUMMARY, job_finished, read_job
+from agentcredit.analysis.tuning_jobs import TUNE_OUTCOMES, TUNE_SUMMARY, job_finished, read_job
 from agentcredit.analysis.tuning_spec import Job
 from agentcredit.records import RecordError, atomic_write_bytes, atomic_write_text
 from agentcredit.records.metrics import metrics_by_step

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcredit.analysis.tuning import TIE, read_job
+from agentcredit.analysis.tuning_jobs import TIE, read_job
 from agentcredit.analysis.tuning_archive import job_source
 from agentcredit.analysis.tuning_spec import Job, TuningSpec
 
