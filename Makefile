@@ -23,10 +23,10 @@ train: $(STAMP)
 	$(PY) train.py $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" $(ARGS)
+	$(PY) -m pytest -q -n auto -m "not slow" $(ARGS)
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow $(ARGS)
+	$(PY) -m pytest -q -n auto -m slow $(ARGS)
 
 # Rebuild the tiny testbed's shipped base policy (src/agentcredit/testbed/shipped/; about 1.5 h on one thread, resumable).
 base-policy: $(STAMP)
