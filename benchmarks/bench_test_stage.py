@@ -11,17 +11,21 @@ test_outcomes.jsonl), from the base policy; with `ckpt_path=...` among the overr
 this benchmark's own, not those of the job's test). The figures:
 
 - test_s, test_cpu_s: wall and CPU seconds (all threads) of trainer.test; the build before it is not counted;
-- questions, accuracy (mean success), sampled_tokens (policy tokens over every test rollout);
+- questions, accuracy (mean success), sampled_tokens (policy tokens over every test rollout), mean_reward;
 - outcomes_sha256: a hash of test_outcomes.jsonl's results, every field of each question's line (id, success,
   samples, tokens, tool calls, hops, template) but any that is a time; same seed, same outcomes, same hash.
+  A revision older than per-question outcomes writes no such file: null, and no accuracy;
+- rollouts_sha256: a hash of every test rollout as the sampler returned it (question, a digest of all its tokens,
+  sampled tokens, reward, why it ended), read in any revision.
 
 Two sides: `--against REV` runs REV (before) beside this tree (after), each checked out into a temporary worktree
 (this tree as at the start, uncommitted changes to tracked files included; untracked files are not); `--env-before
 KEY=VALUE` sets a variable on the before side only (the after side runs without it), e.g.
 AGENTCREDIT_DECODE_KERNEL=0 to switch a kernel off; alone, both sides run this checkout's sources as they are. Runs
 alternate, before first, --repeats times each. `ratio` is before's median test_s over after's, `ratios` each repeat's
-(`ratio_cpu` likewise); same_outcomes is true when every run of both sides gave the same hash, and
-questions_differing counts the questions whose results were not the same in every run."""
+(`ratio_cpu` likewise); same_rollouts is true when every run of both sides gave the same rollouts hash;
+same_outcomes when they gave the same outcomes hash (null when a side writes none), and questions_differing
+counts the questions whose results were not the same in every run."""
 
 from __future__ import annotations
 
@@ -68,6 +72,30 @@ def outcome_figures(records: list[dict]) -> dict:
     }
 
 
+def rollout_line(trajectory) -> str:
+    """One test rollout as canonical JSON: its question, a digest of its tokens (prompt, samples and observations,
+    in order), its reward and why it ended. Read from the rollouts themselves, so revisions that write no
+    test_outcomes.jsonl (before 2026-12-03's per-question outcomes) are compared too."""
+    tokens = hashlib.sha256(",".join(map(str, trajectory.input_ids)).encode()).hexdigest()[:16]
+    return json.dumps({"id": str(trajectory.question_id), "tokens": tokens, "sampled": int(sum(trajectory.loss_mask)),
+                       "reward": float(trajectory.reward), "finish": trajectory.finish_reason},
+                      sort_keys=True, separators=(",", ":"))
+
+
+def capture_rollouts(lines: list[str]) -> None:
+    """Append every rollout the sampler returns from now on to `lines` (rollout_line)."""
+    from agentcredit.agent.rollout import RolloutWorker
+
+    original = RolloutWorker.rollout
+
+    def rollout(self, *args, **kwargs):
+        groups = original(self, *args, **kwargs)
+        lines.extend(rollout_line(t) for group in groups for t in group)
+        return groups
+
+    RolloutWorker.rollout = rollout
+
+
 def questions_differing(runs: list[dict]) -> int:
     """Questions whose digest is not the same in every run (a question missing from a run differs)."""
     ids = set().union(*(r["per_question"] for r in runs))
@@ -99,14 +127,24 @@ def run_side(args, overrides: list[str]) -> dict:
         components = build_components(cfg, progress=False)
         module = build_module(cfg, components)
         trainer = build_trainer(cfg, components.policy)
+        rollouts: list[str] = []
+        capture_rollouts(rollouts)
         wall, cpu = time.perf_counter(), time.process_time()
         trainer.test(module, datamodule=components.datamodule, ckpt_path=cfg.get("ckpt_path"), verbose=False)
         test_s, test_cpu_s = time.perf_counter() - wall, time.process_time() - cpu
+        if not rollouts:
+            raise SystemExit(f"bench_test_stage: the test stage rolled nothing out (data.n_test is {cfg.data.n_test})")
         path = Path(out) / OUTCOMES
-        if not path.is_file():
-            raise SystemExit(f"bench_test_stage: the test stage wrote no {OUTCOMES} (data.n_test is {cfg.data.n_test})")
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {"test_s": test_s, "test_cpu_s": test_cpu_s, **outcome_figures(records), "threads": torch.get_num_threads()}
+        # Revisions from before per-question outcomes write no such file: their outcomes are the rollouts' alone.
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else None
+    lines = [json.loads(line) for line in rollouts]
+    figures = outcome_figures(records) if records is not None else {
+        "questions": len({line["id"] for line in lines}), "outcomes_sha256": None, "per_question": {},
+        "sampled_tokens": sum(line["sampled"] for line in lines)}
+    figures["mean_reward"] = sum(line["reward"] for line in lines) / len(lines)
+    return {"test_s": test_s, "test_cpu_s": test_cpu_s, **figures, "rollouts": len(rollouts),
+            "rollouts_sha256": hashlib.sha256("\n".join(sorted(rollouts)).encode()).hexdigest(),
+            "threads": torch.get_num_threads()}
 
 
 # ---------------------------------------------------------------------------------------- two sides
@@ -140,7 +178,8 @@ def side_figures(runs: list[dict]) -> dict:
     # counts stay whole numbers (a median of two is a float)
     figures.update({k: int(figures[k]) for k in numbers if all(isinstance(r[k], int) for r in runs) and figures[k] % 1 == 0})
     figures["test_s_per_repeat"] = [round(r["test_s"], 3) for r in runs]
-    figures["outcomes_sha256"] = sorted({r["outcomes_sha256"] for r in runs})
+    figures["outcomes_sha256"] = sorted({r["outcomes_sha256"] for r in runs if r["outcomes_sha256"]})
+    figures["rollouts_sha256"] = sorted({r["rollouts_sha256"] for r in runs})
     return figures
 
 
@@ -160,8 +199,12 @@ def compared(args, overrides: list[str], trees: dict[str, Path], names: dict[str
     result["ratios"] = [round(b["test_s"] / a["test_s"], 3) for b, a in zip(before, after)]
     result["ratio_cpu"] = round(result["before"]["test_cpu_s"] / result["after"]["test_cpu_s"], 3)
     every = before + after
-    result["same_outcomes"] = len({r["outcomes_sha256"] for r in every}) == 1
-    if not result["same_outcomes"]:
+    # The same rollouts, token for token, on both sides; and, where both sides write per-question outcomes, the
+    # same outcome lines (a revision without them has none to compare: null).
+    result["same_rollouts"] = len({r["rollouts_sha256"] for r in every}) == 1
+    with_outcomes = all(r["outcomes_sha256"] for r in every)
+    result["same_outcomes"] = len({r["outcomes_sha256"] for r in every}) == 1 if with_outcomes else None
+    if with_outcomes and not result["same_outcomes"]:
         result["questions_differing"] = questions_differing(every)
     return result
 

@@ -137,8 +137,9 @@ def test_bench_test_stage_times_both_sides_with_the_same_outcomes():
     for side in ("before", "after"):
         assert out[side]["questions"] == 3 and out[side]["test_s"] > 0 and out[side]["test_cpu_s"] > 0
         assert out[side]["sampled_tokens"] > 0 and 0 <= out[side]["accuracy"] <= 1
-    assert out["same_outcomes"] is True and "questions_differing" not in out
+    assert out["same_outcomes"] is True and out["same_rollouts"] is True and "questions_differing" not in out
     assert out["before"]["outcomes_sha256"] == out["after"]["outcomes_sha256"]
+    assert out["before"]["rollouts_sha256"] == out["after"]["rollouts_sha256"] and out["after"]["rollouts"] == 3
     assert out["ratio"] > 0 and len(out["ratios"]) == 1 and isinstance(out["before"]["questions"], int)
     assert out["ratio"] == pytest.approx(out["before"]["test_s"] / out["after"]["test_s"], rel=0.01)
 
@@ -160,10 +161,24 @@ def test_bench_test_stage_hashes_results_not_times():
     assert bench.questions_differing([base, changed, base]) == 1
     assert bench.questions_differing([base, missing]) == 1  # q2 absent from one run
     # A side's medians: seconds of two repeats average, counts stay whole numbers
-    runs = [{"test_s": 2.0, "questions": 2, "outcomes_sha256": "x"}, {"test_s": 3.0, "questions": 2, "outcomes_sha256": "x"}]
+    runs = [{"test_s": 2.0, "questions": 2, "outcomes_sha256": "x", "rollouts_sha256": "r"},
+            {"test_s": 3.0, "questions": 2, "outcomes_sha256": "x", "rollouts_sha256": "r"}]
     side = bench.side_figures(runs)
     assert side["test_s"] == 2.5 and side["questions"] == 2 and isinstance(side["questions"], int)
-    assert side["test_s_per_repeat"] == [2.0, 3.0] and side["outcomes_sha256"] == ["x"]
+    assert side["test_s_per_repeat"] == [2.0, 3.0] and side["outcomes_sha256"] == ["x"] and side["rollouts_sha256"] == ["r"]
+    # A revision without per-question outcomes: no outcome hash to list
+    assert bench.side_figures([{**runs[0], "outcomes_sha256": None}])["outcomes_sha256"] == []
+
+
+def test_bench_test_stage_rollout_lines_tell_rollouts_apart():
+    from types import SimpleNamespace
+
+    bench = load_benchmark("bench_test_stage")
+    rollout = SimpleNamespace(question_id="q1", input_ids=[5, 6, 7], loss_mask=[0, 1, 1], reward=1.0, finish_reason="answer")
+    line = json.loads(bench.rollout_line(rollout))
+    assert line["id"] == "q1" and line["sampled"] == 2 and line["reward"] == 1.0 and line["finish"] == "answer"
+    assert bench.rollout_line(SimpleNamespace(**{**vars(rollout), "input_ids": [5, 6, 8]})) != bench.rollout_line(rollout)
+    assert bench.rollout_line(SimpleNamespace(**{**vars(rollout), "input_ids": [56, 7]})) != bench.rollout_line(rollout)
 
 
 def test_bench_reference_scoring_prints_its_line():
