@@ -49,6 +49,8 @@ COMMANDS = {
     # Performance, the newer credit methods' cost: 30-step runs on the long preset (an hour each here)
     "python train.py credit=<name> data=testbed_long threads=1 trainer.max_steps=30 +final_test=false": (
         "not run", "a template (<name> is each method); each method trains in tests/test_train_methods.py"),
+    # Performance, the decode kernel's 30-step GRPO runs on the long preset before and after (seeds 0-2)
+    "python train.py data=testbed_long seed=<s> ++threads=1 ++final_test=false": (FAST, TINY),
     # Methods, Monte Carlo value credit's cost run
     "python train.py arm=mc_value_m2_mixed data=testbed_long +threads=1": (
         "test", "tests/test_train_methods.py::test_mc_value_trains_and_logs_its_continuation_cost"),
