@@ -1,7 +1,7 @@
 """A tuning sweep: every arm's grid points trained alike, scored on the tuning set, and each arm's setting chosen.
 
     python scripts/tune.py plan SPEC SWEEP [OVERRIDE ...]   # the jobs and which have finished; runs nothing
-    python scripts/tune.py run SPEC SWEEP [--jobs 2] [OVERRIDE ...]   # resumable: finished jobs are skipped
+    python scripts/tune.py run SPEC SWEEP [--jobs 2] [--start-within MIN] [OVERRIDE ...]   # resumable: finished jobs skipped
     python scripts/tune.py archive SPEC SWEEP    # copy finished jobs not yet in the archive into it
     python scripts/tune.py restore SPEC SWEEP    # give a sweep folder back the archived jobs
     python scripts/tune.py evaluate JOB_FOLDER --size 512 [--steps 100]   # one job's score (run does this itself)
@@ -14,6 +14,11 @@ hydra.run.dir=<job> resume=true` (an interrupted job continues from its last.ckp
 checkpoint; a job whose folder holds tune_outcomes.jsonl and tune_summary.json is finished and skipped. OVERRIDEs
 are added to every job's training (a smoke run: trainer.max_steps=2). A SIGTERM or Ctrl-C is passed to the jobs
 running (each saves its checkpoint), and the sweep stops with status 143; run it again to continue.
+
+A job stopped halfway continues only where its folder survives. Before a stop that may lose the folder (a session
+ending, a machine given back), let the running jobs finish and start no new one: `--start-within MINUTES` starts
+jobs only within that many minutes of the sweep's start, and a SIGUSR1 (`pkill -USR1 -f "scripts/tune.py run"`)
+ends the starting from then on; the sweep exits 1 once the running jobs are finished and archived.
 
 With the spec's `halving: {keep: k}` (agentcredit/analysis/tuning_halving.py) a later seed's jobs become known as
 the earlier seed's scores come in: each time a job ends, `run` asks again which jobs are runnable and starts the
@@ -33,6 +38,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -47,6 +53,7 @@ class Sweep:
     def __init__(self):
         self.children: set[subprocess.Popen] = set()
         self.stopping = False
+        self.draining = False  # the running jobs finish; no new one starts
         self.lock = threading.Lock()
 
     def call(self, command: list[str]) -> int:
@@ -66,6 +73,11 @@ class Sweep:
             self.stopping = True
             for child in self.children:
                 child.send_signal(signal.SIGTERM)  # train.py saves at the end of its step and exits 143
+
+    def drain(self, signum=None, frame=None) -> None:
+        if not self.draining:
+            self.draining = True
+            print("[tune] no new job starts; the running ones finish", flush=True)
 
 
 def expected_steps(experiment: str, overrides: list[str]) -> int:
@@ -149,8 +161,17 @@ def command_run(args) -> int:
     sweep = Sweep()
     signal.signal(signal.SIGTERM, sweep.stop)
     signal.signal(signal.SIGINT, sweep.stop)
+    if hasattr(signal, "SIGUSR1"):  # POSIX
+        signal.signal(signal.SIGUSR1, sweep.drain)
+    started = time.monotonic()
+
+    def no_new_jobs() -> bool:
+        if args.start_within is not None and time.monotonic() - started >= args.start_within * 60:
+            sweep.drain()
+        return sweep.stopping or sweep.draining
+
     fates = run_as_known(args.jobs, lambda: runnable_jobs(spec, args.sweep, archive),
-                         lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), lambda: sweep.stopping)
+                         lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), no_new_jobs)
     schedules = sweep_schedule(spec, args.sweep, archive)
     jobs = spec.jobs(args.sweep)
     for job in jobs:
@@ -283,6 +304,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--archive", help="the committed copies of finished jobs (default docs/results/tuning_<spec>/jobs)")
         if name == "run":
             s.add_argument("--jobs", type=int, default=2, help="jobs at a time (2: the comparison's two cores)")
+            s.add_argument("--start-within", type=float, metavar="MINUTES",
+                           help="start jobs only within this many minutes of the start; the running ones finish")
         if name in ("run", "plan"):
             s.add_argument("overrides", nargs="*", help="added to every job's training, e.g. trainer.max_steps=2")
         if name == "select":
@@ -311,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
     if getattr(args, "jobs", 1) < 1:
         parser().error("--jobs must be >= 1")
+    if getattr(args, "start_within", None) is not None and not args.start_within >= 0:
+        parser().error("--start-within must be a number of minutes >= 0")
     from agentcredit.analysis.tuning_spec import SpecError
     from agentcredit.common.configs import ConfigError
     from agentcredit.records import RecordError

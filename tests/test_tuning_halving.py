@@ -185,3 +185,41 @@ def test_run_gives_no_seed_11_job_to_an_arm_with_a_point_that_failed_on_seed_10(
     assert sorted(trained) == sorted([(arm, p, 10) for arm in "ab" for p in range(4)] + [("a", 1, 11), ("a", 3, 11)])
     out = capsys.readouterr().out
     assert "training stopped (exit 1)" in out and "[tune] 9 of 10 jobs finished, 4 wait on an earlier seed's" in out
+
+
+def test_a_drained_sweep_finishes_its_running_job_and_starts_no_other(tmp_path, monkeypatch, capsys):
+    # SIGUSR1 while the first job trains (Sweep.drain is its handler): that job still trains, is scored and archived
+    spec, tune = parse_spec(halving_spec()), load_tune_command()
+    sweep = tmp_path / "sweep"
+    trained = fake_runner(tune, monkeypatch, spec, sweep)
+    train_and_score = tune.Sweep.call
+
+    def drain_during_the_first_job(self, command):
+        if "train.py" in command and not trained:
+            self.drain()
+        return train_and_score(self, command)
+
+    monkeypatch.setattr(tune.Sweep, "call", drain_during_the_first_job)
+    assert tune.main(["run", spec_file(tmp_path, halving_spec()), str(sweep), "--jobs", "1",
+                      "--archive", str(tmp_path / "jobs")]) == 1
+    assert trained == [("a", 0, 10)]
+    out = capsys.readouterr().out
+    assert "no new job starts; the running ones finish" in out and "[tune] 1 of 8 jobs finished" in out
+    assert len(list((tmp_path / "jobs").rglob("tune_summary.json"))) == 1
+    # run again: it carries on with the next job
+    assert tune.main(["run", spec_file(tmp_path, halving_spec()), str(sweep), "--jobs", "1",
+                      "--archive", str(tmp_path / "jobs")]) == 0
+    assert trained[:2] == [("a", 0, 10), ("a", 1, 10)] and len(trained) == 12
+
+
+def test_start_within_starts_jobs_only_until_its_minutes_are_up(tmp_path, monkeypatch, capsys):
+    spec, tune = parse_spec(halving_spec()), load_tune_command()
+    sweep = tmp_path / "sweep"
+    trained = fake_runner(tune, monkeypatch, spec, sweep)
+    args = ["run", spec_file(tmp_path, halving_spec()), str(sweep), "--jobs", "2", "--archive", str(tmp_path / "jobs")]
+    assert tune.main([*args, "--start-within", "0"]) == 1 and trained == []
+    assert "no new job starts" in capsys.readouterr().out
+    assert tune.main([*args, "--start-within", "600"]) == 0 and len(trained) == 12
+    with pytest.raises(SystemExit) as stop:
+        tune.main([*args, "--start-within", "-1"])
+    assert stop.value.code == 2 and "--start-within must be" in capsys.readouterr().err
