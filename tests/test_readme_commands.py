@@ -262,7 +262,11 @@ COMMANDS = {
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "benchmarks/bench_step.py --threads 1 --steps 3 experiment=compare_long arm=…": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
-    "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
+    "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),    # Tuning, the pilot that sets the tuned comparison's length
+    "python train.py -m experiment=pilot_long arm=<best>_tuned,grpo_tuned": (
+        "test", "tests/test_pilot.py::test_the_pilot_experiment_writes_the_curve_the_script_reads"),
+    "python scripts/pilot_steps.py outputs/multirun/pilot_long/*/ --out docs/results/pilot_long/steps.json": (
+        "test", "tests/test_pilot.py::test_read_curve_and_the_script"),
 }
 
 

@@ -22,10 +22,9 @@ from pathlib import Path
 import torch
 
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.records.outcomes import TEST_OUTCOMES, write_outcomes
+from agentcredit.records.outcomes import TEST_OUTCOMES, VAL_OUTCOMES, write_outcomes
 from agentcredit.world.types import Question
 
-VAL_OUTCOMES = "val_outcomes"  # folder in the run folder: step<NNNNNN>.jsonl per validation
 
 
 def question_record(question: Question, trajectories: Sequence[Trajectory], is_success: Callable[[float], bool]) -> dict:

@@ -32,6 +32,7 @@ from agentcredit.records.reading import RecordError, read_jsonl_records
 from agentcredit.records.run import Count, Fraction, _no_bool
 
 TEST_OUTCOMES = "test_outcomes.jsonl"
+VAL_OUTCOMES = "val_outcomes"  # folder in a run folder: step<NNNNNN>.jsonl per validation (lit/question_outcomes.py)
 EXPORTED_OUTCOMES = ".test_outcomes.jsonl"  # <arm>_seed<k>.test_outcomes.jsonl beside <arm>_seed<k>.summary.json
 
 
