@@ -140,3 +140,47 @@ def test_keep_in_slot_order_moves_slots_down_in_place():
     assert cache.values[0][1, 0, :2, 0].tolist() == [-9.0, -10.0]
     # column 2 was not in use: slot 1 keeps what it held there (slot 1's own 5), not slot 3's 11
     assert cache.keys[0][1, 0, 2, 0].item() == 5.0
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_continuations_from_nested_states_prefill_the_longest_once(setup, monkeypatch, group):
+    """Every state S_0..S_3 of a rollout (each a prefix of the next), continued n = group times: the histories
+    are fed once, in the longest one's run; the shorter ones take its keys and its logits at their own last
+    token. The continuations are those sampled with every history prefilled on its own."""
+    from agentcredit.agent.lean_forward import LeanForward
+    from agentcredit.agent.protocol import ToolCall, render_answer, render_tool_call
+
+    fed: list[int] = []  # tokens each lean forward ran on
+    packed = LeanForward.packed
+    monkeypatch.setattr(LeanForward, "packed", lambda self, batch, cache: fed.append(batch.ids.numel()) or packed(self, batch, cache))
+    turns = [render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
+             render_tool_call(ToolCall("browser.open", {"id": 1})),
+             render_tool_call(ToolCall("browser.find", {"pattern": "mayor"})),
+             render_answer("Ada Fenn")]
+    runs = {}
+    for share in (False, True):
+        worker = make_worker(setup, share_identical=share, temperature=1.0)
+        traj = worker.replay(QUESTION, turns)
+        worker.generator = torch.Generator().manual_seed(3)
+        fed.clear()
+        out = worker.continue_from_states([(traj, b) for b in range(traj.num_tool_turns + 1)], QUESTION, n=group)
+        runs[share] = ([c for cs in out for c in cs], fed[0], traj)
+    (apart, first_apart, traj), (shared, first_shared, _) = runs[False], runs[True]
+    for a, b in zip(apart, shared):
+        assert a.input_ids == b.input_ids and a.loss_mask == b.loss_mask and a.boundaries == b.boundaries
+        assert torch.allclose(torch.tensor(a.old_logprobs), torch.tensor(b.old_logprobs), atol=1e-5)
+    # Apart, the first step feeds every state's history and the turn's header (once per row); nested, only the
+    # longest one.
+    header = len(setup[2].assistant_header)
+    assert first_apart == group * sum(b + header for b in traj.boundaries)
+    assert first_shared == traj.boundaries[-1] + header
+
+
+def test_nested_prefills_pick_a_host_that_extends_nothing():
+    from agentcredit.agent.sampling import _Row
+
+    rows = [_Row(k, slot=k, queued=q) for k, q in enumerate([[1, 2], [1, 2, 3, 4], [1], [1, 2, 3], [1, 5], [7]])]
+    rows.append(_Row(6, slot=6, length=3, queued=[1]))  # cached already: not a fresh history
+    hosts = TurnSampler._nested_prefills(rows)
+    # [1] is a prefix of [1,2], [1,2,3], [1,2,3,4] and [1,5]: sorted, its block ends at [1,5], which extends nothing
+    assert hosts == {2: 4, 0: 1, 3: 1}

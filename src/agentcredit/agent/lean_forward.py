@@ -15,7 +15,7 @@ Training never uses it: losses and reference scoring call the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +64,11 @@ class PackedBatch:
     The first len(decode_keys) tokens are one per cache slot 0..S-1 (none when no row decodes):
     the token a decoding row feeds, or a stand-in for a slot with nothing to feed (its output is
     dropped and its keys are not stored). Then come the tokens of each prefill run, one run per
-    row being prefilled."""
+    row being prefilled.
+
+    `extra` asks for more logits from inside prefill runs: a history that is a prefix of a prefilled one
+    (a continuation from an earlier state of the same rollout) takes its next-token logits from the token
+    that ends it in the longer run, which attends to that run's slot up to its own column."""
 
     ids: torch.Tensor  # (T,)
     positions: torch.Tensor  # (T,) each token's position in its own row
@@ -74,6 +78,7 @@ class PackedBatch:
     decode_keys: list[int]  # per slot: the keys its token attends to (1 for a stand-in); [] when no row decodes
     decode_runs: list[tuple[int, int, int]]  # (lo, hi, width): slots lo..hi-1 read up to width keys
     prefill: list[tuple[int, int, int, int]]  # (slot, first flat index, tokens, tokens cached before)
+    extra: list[tuple[int, int, int]] = field(default_factory=list)  # (slot, flat index, column): logits returned last
 
 
 class LeanForward:
@@ -113,13 +118,14 @@ class LeanForward:
 
     @torch.no_grad()
     def packed(self, batch: PackedBatch, cache) -> torch.Tensor:
-        """(len(decode_keys) + len(batch.prefill), V) logits in the model's dtype."""
+        """(len(decode_keys) + len(batch.prefill) + len(batch.extra), V) logits in the model's dtype."""
         device = batch.ids.device
         x = F.embedding(batch.ids, self.embed.weight)  # (T, C)
         cos, sin = self._rope(x, batch.positions)  # (T, D) each
         cos, sin = cos[:, None], sin[:, None]  # (T, 1, D): broadcast over heads
         s = len(batch.decode_keys)
-        keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill], device=device)
+        keep = torch.tensor(list(range(s)) + [t0 + n - 1 for _, t0, n, _ in batch.prefill]
+                            + [flat for _, flat, _ in batch.extra], device=device)
         decode_mask, decode_lengths = None, None
         full_runs = {(lo, hi): all(k == width for k in batch.decode_keys[lo:hi]) for lo, hi, width in batch.decode_runs}
         if s and self.decode_kernel:
@@ -132,6 +138,7 @@ class LeanForward:
         # layer only its last one (at s + i once the layer is cut to the kept tokens).
         run_queries = [(t0, n) for _, t0, n, _ in batch.prefill]
         last_queries = [(s + i, 1) for i in range(len(batch.prefill))]
+        extra_first = s + len(batch.prefill)  # the extra queries' index once the last layer is cut to the kept tokens
         gqa = self.num_kv_heads != self.num_heads
         heads, kv_heads, dim = self.num_heads, self.num_kv_heads, self.head_dim
         last = len(self.layers) - 1
@@ -173,6 +180,12 @@ class LeanForward:
                 out = prefill_attention(q[first:first + m].transpose(0, 1)[None], keys[slot:slot + 1, :, :start + n],
                                         values[slot:slot + 1, :, :start + n], start, n, self.scaling, gqa)
                 parts.append(out[0].transpose(0, 1))  # (m, H, D)
+            for i, (slot, _, column) in enumerate(batch.extra if index == last else ()):
+                # the token at `column` of a prefill run, alone: it sees that slot's columns 0..column
+                qi = extra_first + i
+                out = prefill_attention(q[qi:qi + 1].transpose(0, 1)[None], keys[slot:slot + 1, :, :column + 1],
+                                        values[slot:slot + 1, :, :column + 1], column, 1, self.scaling, gqa)
+                parts.append(out[0].transpose(0, 1))  # (1, H, D)
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
             x = x + F.linear(out.reshape(out.shape[0], -1), attn.o_proj.weight)
             gate, up = fused.gate_up(fused.post_norm(x))

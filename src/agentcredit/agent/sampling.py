@@ -230,9 +230,16 @@ class TurnSampler:
                     written.append(slot)
                     slots.append(slot)
                     columns.append(r.length)
-        prefill = []
+        # A history that is a prefix of another's (continuations from several states of one rollout) is not
+        # fed: its keys and values are the longer history's first columns, its logits those of its own last
+        # token inside that history's run.
+        hosts = self._nested_prefills(queued) if self.share_identical and not decoding else {}
+        guests = [r for r in queued if r.slot in hosts]
+        queued = [r for r in queued if r.slot not in hosts]
+        prefill, first_of = [], {}
         for r in queued:
             n, first = len(r.queued), len(ids)
+            first_of[r.slot] = first
             ids.extend(r.queued)
             positions.extend(range(r.length, r.length + n))
             written.extend(range(first, first + n))
@@ -244,19 +251,43 @@ class TurnSampler:
         batch = PackedBatch(ids=tensor(ids), positions=tensor(positions), written=tensor(written),
                             slots=tensor(slots), columns=tensor(columns), decode_keys=keys,
                             decode_runs=decode_chunks(keys) if keys and not self.lean.decode_kernel else [],
-                            prefill=prefill)  # (the kernel reads each slot to its own length: no runs to plan)
+                            prefill=prefill,  # (the kernel reads each slot to its own length: no runs to plan)
+                            extra=[(hosts[r.slot], first_of[hosts[r.slot]] + len(r.queued) - 1, len(r.queued) - 1)
+                                   for r in guests])
         logits = self.lean.packed(batch, self.cache)
         if decoding:
             self.logits = logits[: len(self.slots)]
         elif self.logits is None or self.logits.shape[0] != len(self.slots):
             self.logits = logits.new_zeros((len(self.slots), logits.shape[-1]))
-        if queued:
-            self.logits[torch.tensor([r.slot for r in queued], device=self.device)] = logits[len(keys):]
+        if queued or guests:
+            self.logits[torch.tensor([r.slot for r in queued + guests], device=self.device)] = logits[len(keys):]
+        for r in guests:
+            self.cache.copy_slot(hosts[r.slot], r.slot, len(r.queued))
         for r in decoding:
             r.length += 1
-        for r in queued:
+        for r in queued + guests:
             r.length += len(r.queued)
             r.queued = []
+
+    @staticmethod
+    def _nested_prefills(queued: list[_Row]) -> dict[int, int]:
+        """slot -> the slot whose prefill serves it: for each history that starts from nothing and is a prefix
+        of (or equal to) another such history, a longer one that is a prefix of no other.
+
+        Sorted, the histories that extend a history h follow it in one block, and the block's last one extends
+        nothing in the batch (whatever extended it would extend h and come after it in the block)."""
+        fresh = [r for r in queued if r.length == 0]
+        if len(fresh) < 2:
+            return {}
+        order = sorted(fresh, key=lambda r: r.queued)
+        hosts = {}
+        for i, r in enumerate(order):
+            n, j = len(r.queued), i
+            while j + 1 < len(order) and order[j + 1].queued[:n] == r.queued:
+                j += 1
+            if j > i:
+                hosts[r.slot] = order[j].slot
+        return hosts
 
     def _forward(self, ids: torch.Tensor, starts: torch.Tensor, slots: torch.Tensor | None,
                  keep: torch.Tensor | None = None) -> torch.Tensor:
