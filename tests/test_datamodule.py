@@ -103,8 +103,8 @@ def test_ddp_ranks_split_one_stream(monkeypatch):
 
 def test_val_and_test_are_fixed_and_held_out():
     dm = make()
-    val = [q for b in dm.val_dataloader() for q in b]
-    assert [q.id for q in val] == [q.id for b in dm.val_dataloader() for q in b]
+    val = [q for b in dm.val_dataloader() for _, batch in b for q in batch]
+    assert [q.id for q in val] == [q.id for b in dm.val_dataloader() for _, batch in b for q in batch]
     assert len(val) == 5 and len([q for b in dm.test_dataloader() for _, batch in b for q in batch]) == 7
     train_anchors = {q.anchor for q in dm.split_questions("train")}
     assert not train_anchors & {q.anchor for q in dm.split_questions("val") + dm.split_questions("test")}
@@ -190,3 +190,14 @@ def test_test_batches_keep_their_index_however_many_come_together(monkeypatch):
     assert [i for b in one for i, _ in b] == [0, 1, 2, 3] and [len(qs) for b in one for _, qs in b] == [2, 2, 2, 1]
     monkeypatch.setattr(dm_mod, "_rank_and_world_size", lambda: (1, 2))  # rank 1 of 2: questions 1, 3, 5 -> 2 + 1
     assert [(i, len(qs)) for b in make(test_batch_size=2).test_dataloader() for i, qs in b] == [(0, 2), (1, 1)]
+
+
+def test_val_batches_are_the_same_whatever_the_number_per_call():
+    """Each validation batch keeps its index (its sampling stream) and its questions when several are rolled out
+    in one call: the loader only groups them."""
+    one, several = make(prompts=2), make(prompts=2, val_batches_per_call=2)
+    by_one = [pair for b in one.val_dataloader() for pair in b]
+    by_two = list(several.val_dataloader())
+    assert [len(b) for b in by_two] == [2, 1]  # 5 val questions: batches of 2, 2 and 1
+    assert [(i, [q.id for q in qs]) for b in by_two for i, qs in b] == [(i, [q.id for q in qs]) for i, qs in by_one]
+    assert [i for i, _ in by_one] == [0, 1, 2]

@@ -160,3 +160,28 @@ def test_the_evaluate_command_writes_one_line_per_question_with_k_samples(tmp_pa
     assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 6
     assert len(outcomes) == 3 and all(o.samples == 2 and o.success in (0.0, 0.5, 1.0) for o in outcomes)
     assert sum(o.success for o in outcomes) / 3 == pytest.approx(result["success"])
+
+
+def test_validation_batches_in_one_call_give_the_outcomes_of_one_call_each(tmp_path):
+    """data.val_batches_per_call groups the validation's batches into fewer calls; each batch still samples from its
+    own stream (1 + its index), so every question's outcome is the one a call per batch gives."""
+    common = ["data.n_val=6", "data.prompts_per_step=2", "trainer.max_steps=1", "trainer.val_check_interval=1",
+              "data.n_test=0", "+final_test=false"]
+    train_tiny(tmp_path / "one", *common, "trainer.limit_val_batches=1.0")
+    train_tiny(tmp_path / "three", *common, "trainer.limit_val_batches=1.0", "data.val_batches_per_call=3")
+    one, three = (read_outcomes(tmp_path / run / "val_outcomes" / "step000001.jsonl") for run in ("one", "three"))
+    assert len(one) == 6 and [o.model_dump() for o in one] == [o.model_dump() for o in three]
+    assert len({o.tokens for o in one}) > 1  # the rollouts differ: the comparison is not between constants
+
+
+def test_limit_val_batches_must_be_all_or_none_when_several_batches_share_a_call(tmp_path):
+    from agentcredit.checks.validation import prepare_config
+    from agentcredit.common.configs import ConfigError
+    from tiny_runs import tiny_config
+
+    with pytest.raises(ConfigError, match=r"^trainer.limit_val_batches=4 counts calls of data.val_batches_per_call=8"):
+        prepare_config(tiny_config(tmp_path, "data.val_batches_per_call=8", "trainer.limit_val_batches=4"))
+    with pytest.raises(ConfigError, match="data.val_batches_per_call"):
+        prepare_config(tiny_config(tmp_path, "data.val_batches_per_call=0"))
+    for fine in ("1.0", "0"):
+        prepare_config(tiny_config(tmp_path, "data.val_batches_per_call=8", f"trainer.limit_val_batches={fine}"))

@@ -222,6 +222,9 @@ def test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point(tmp_pat
     experiment = yaml.safe_load(tuned_experiment_yaml((CONF / "experiment" / "compare_long.yaml").read_text(),
                                                       ["grpo", "mc_value_m2_mixed"], 300, [0, 1, 2, 3, 4], "compare_long_tuned"))
     assert experiment["trainer"]["max_steps"] == 300 and experiment["data"]["n_test"] == 1036
+    # a held-out curve: 200 val questions (the head kept for validation) every 50 steps, in one call of 50 batches
+    assert experiment["data"]["n_val"] == 200 and experiment["data"]["val_batches_per_call"] == 50
+    assert experiment["trainer"]["val_check_interval"] == 50 and experiment["trainer"]["limit_val_batches"] == 1.0
     assert experiment["hydra"]["sweeper"]["params"] == {"seed": "0,1,2,3,4", "arm": "grpo_tuned,mc_value_m2_mixed_tuned"}
     assert experiment["hydra"]["sweep"]["dir"] == "outputs/multirun/compare_long_tuned"
 

@@ -30,7 +30,7 @@ TINY = [
     "rollout.group_size=2", "rollout.max_tool_turns=2", "rollout.max_turn_tokens=16", "rollout.max_obs_tokens=128",
     "env.retriever=bm25", "env.default_topn=3",
     "data.n_val=2", "data.n_test=2", "data.prompts_per_step=2",
-    "trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1", "trainer.enable_progress_bar=false",
+    "trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.limit_val_batches=1.0", "trainer.enable_progress_bar=false",
     "logger=none",
 ]
 

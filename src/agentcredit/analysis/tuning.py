@@ -244,15 +244,25 @@ def write_tuned_arms(results: list[ArmResult], out_dir: str | Path, arm_dir: str
             for r in results if r.chosen is not None]
 
 
+VALIDATION_QUESTIONS = 200  # world/splits.py VAL_HEAD_RESERVED: the val split's head, disjoint from the tuning set
+VALIDATION_EVERY = 50
+VALIDATION_CALL_BATCHES = 50  # 50 batches of 4 questions: all 200 in one call
+
+
 def tuned_experiment_yaml(base_experiment: str, arms: list[str], steps: int, seeds: list[int], name: str) -> str:
     """An experiment like `base_experiment` (conf/experiment/compare_long.yaml's text) over the tuned arms."""
     body = yaml.safe_load(base_experiment)
     body["trainer"]["max_steps"] = steps
+    # A held-out learning curve per run: the val split's first VALIDATION_QUESTIONS questions (the pilot's, never the
+    # tuning set or test) every VALIDATION_EVERY steps, all in one call, each validation's per-question outcomes kept.
+    body["trainer"].update(val_check_interval=VALIDATION_EVERY, limit_val_batches=1.0)
+    body["data"] = {**body.get("data", {}), "n_val": VALIDATION_QUESTIONS, "val_batches_per_call": VALIDATION_CALL_BATCHES}
     body["hydra"]["sweep"]["dir"] = f"outputs/multirun/{name}"
     body["hydra"]["sweeper"]["params"] = {"seed": ",".join(map(str, seeds)), "arm": ",".join(f"{a}_tuned" for a in arms)}
     body["logger"] = {**body.get("logger", {}), "group": name, "tags": ["comparison", "long_horizon", "tuned"]}
     head = (f"# @package _global_\n# The comparison at each arm's tuned setting (conf/arm/<arm>_tuned.yaml, chosen on the tuning set by "
-            f"scripts/tune.py select): {len(arms)} arms x seeds {','.join(map(str, seeds))}, {steps} steps, the whole test split.\n"
+            f"scripts/tune.py select): {len(arms)} arms x seeds {','.join(map(str, seeds))}, {steps} steps, the whole test split;\n"
+            f"# a held-out learning curve per run: the val split's first {VALIDATION_QUESTIONS} questions every {VALIDATION_EVERY} steps.\n"
             f"#   python train.py -m experiment={name}            # resume=true continues it\n"
             "# Written by scripts/tune.py select; regenerate rather than edit.\n")
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)

@@ -132,7 +132,7 @@ def check_data(data: Mapping) -> None:
     p = "data."
     known = ("world", "prompts_per_step", "n_val", "n_test", "val_fraction", "test_fraction", "split_seed",
              "corpus_path", "questions_path", "use_cache", "test_batch_size", "test_batches_per_call",
-             "test_samples_per_question")
+             "test_samples_per_question", "val_batches_per_call")
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise ValueProblem(f"unknown key(s) {', '.join(p + k for k in unknown)}; known: {', '.join(known)}")
@@ -143,6 +143,7 @@ def check_data(data: Mapping) -> None:
         need_int(data, "test_batch_size", p, low=1, required=False)
     need_int(data, "test_batches_per_call", p, low=1, required=False)
     need_int(data, "test_samples_per_question", p, low=1, required=False)
+    need_int(data, "val_batches_per_call", p, low=1, required=False)
     need_int(data, "split_seed", p, low=0, required=False)
     need_number(data, "val_fraction", p, 0.0, 1.0, required=False)
     need_number(data, "test_fraction", p, 0.0, 1.0, required=False)
@@ -329,7 +330,13 @@ def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None
 
 def check_combinations(cfg: Mapping) -> None:
     """Settings that are each fine but cannot work together."""
-    model, data = cfg.get("model") or {}, cfg.get("data") or {}
+    model, data, trainer = cfg.get("model") or {}, cfg.get("data") or {}, cfg.get("trainer") or {}
+    limit = trainer.get("limit_val_batches")
+    every_or_none = limit is None or (_is_int(limit) and limit == 0) or (isinstance(limit, float) and limit in (0.0, 1.0))
+    if _is_int(data.get("val_batches_per_call", 1)) and data.get("val_batches_per_call", 1) > 1 and not every_or_none:
+        raise ValueProblem(f"trainer.limit_val_batches={limit} counts calls of data.val_batches_per_call="
+                           f"{data['val_batches_per_call']} batches each, not batches of questions; set it to 1.0 (all) "
+                           "or 0 (none) and choose the questions with data.n_val")
     if model.get("warm_start") and model.get("kind") != "tiny" and data.get("corpus_path") is not None:
         raise ValueProblem(f"model.warm_start must be false for model={model.get('kind')} on your own data: the warm "
                            "start plays oracle episodes, which only the synthetic world has (the tiny model on your "

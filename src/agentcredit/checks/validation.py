@@ -111,7 +111,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
         if get_credit(method_name).reads("evidence"):
             checks.check_needed_facts(plain(cfg.data), method_name)
         checks.check_ckpt_path(cfg.get("ckpt_path"))
-        checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data)})
+        checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data), "trainer": plain(cfg.trainer)})
         checks.check_fsdp_model(plain(cfg.trainer), plain(cfg.model))
     except checks.ValueProblem as err:
         raise ConfigError(str(err)) from None

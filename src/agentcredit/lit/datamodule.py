@@ -5,10 +5,11 @@
 - train: an endless stream, reshuffled every pass with a seed derived from (seed, pass), so the
   stream is a pure function of the run seed. Its position is part of `state_dict()`; a resumed run
   continues the same stream at the first batch the interrupted run had not trained on.
-- val / test: the first `n_val` / `n_test` questions of their splits, in a fixed order. A test batch is
-  `test_batches_per_call` pairs (index, questions) of `test_batch_size` questions: each index names the
-  sampling stream its questions draw from, so how many are rolled out together changes speed, not outcomes.
-Batches are `list[Question]` of `prompts_per_step` questions. Under DDP each rank takes every
+- val / test: the first `n_val` / `n_test` questions of their splits, in a fixed order, cut into batches of
+  `prompts_per_step` (val) or `test_batch_size` (test) questions. A loader batch is `val_batches_per_call` /
+  `test_batches_per_call` pairs (index, questions), rolled out in one call: each index names the sampling stream
+  its questions draw from, so how many are rolled out together changes speed, not outcomes.
+Training batches are `list[Question]` of `prompts_per_step` questions. Under DDP each rank takes every
 world_size-th question of the same stream, so ranks never see the same question in one step.
 
 The synthetic world is cached as JSON under `cache_dir()/worlds/` (see `world/cache.py`).
@@ -96,17 +97,6 @@ class QuestionStream(IterableDataset):
         self.position = int(state["position"])
 
 
-class FixedQuestions(IterableDataset):
-    """A fixed list, split across DDP ranks by position."""
-
-    def __init__(self, questions: Sequence[Question]):
-        self.questions = tuple(questions)
-
-    def __iter__(self) -> Iterator[Question]:
-        rank, world_size = _rank_and_world_size()
-        return iter(self.questions[rank::world_size])
-
-
 class IndexedBatches(IterableDataset):
     """This rank's share of a fixed list (every world_size-th question) cut into batches of `size`, each
     yielded as (its index among this rank's batches, its questions)."""
@@ -126,7 +116,7 @@ class QuestionDataModule(L.LightningDataModule):
                  n_val: int = 64, n_test: int = 200, val_fraction: float = 0.2, test_fraction: float = 0.2,
                  seed: int = 0, split_seed: int = 0, corpus_path: str | None = None,
                  questions_path: str | None = None, use_cache: bool = True, test_batch_size: int | None = None,
-                 test_batches_per_call: int = 1, test_samples_per_question: int = 1):
+                 test_batches_per_call: int = 1, test_samples_per_question: int = 1, val_batches_per_call: int = 1):
         super().__init__()
         if prompts_per_step < 1:
             raise ValueError(f"prompts_per_step must be >= 1, got {prompts_per_step}")
@@ -138,6 +128,7 @@ class QuestionDataModule(L.LightningDataModule):
         # The held-out evaluation rolls out one answer per question: wider batches than training's P.
         self.test_batch_size = test_batch_size or prompts_per_step
         self.test_batches_per_call = test_batches_per_call
+        self.val_batches_per_call = val_batches_per_call
         self.test_samples_per_question = test_samples_per_question  # rolled out by the module's test_step
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         # The run seed shuffles the train stream; the split has its own seed so that every run seed
@@ -193,7 +184,9 @@ class QuestionDataModule(L.LightningDataModule):
         return DataLoader(self.train_stream, batch_size=self.prompts_per_step, collate_fn=self._collate_train)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(FixedQuestions(self.splits["val"][: self.n_val]), batch_size=self.prompts_per_step, collate_fn=list)
+        # Batches of prompts_per_step questions, each its own sampling stream, `val_batches_per_call` of them a call.
+        batches = IndexedBatches(self.splits["val"][: self.n_val], self.prompts_per_step)
+        return DataLoader(batches, batch_size=self.val_batches_per_call, collate_fn=list)
 
     def test_dataloader(self) -> DataLoader:
         batches = IndexedBatches(self.splits["test"][: self.n_test], self.test_batch_size)

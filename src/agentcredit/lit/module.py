@@ -303,8 +303,12 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         self._last_samples = credit_sample_records(samples, self.settings.samples_per_val, int(self.global_step))
 
     # ------------------------------------------------------------------ validation
-    def validation_step(self, questions, batch_idx):
-        self._evaluate(questions, stream=1 + batch_idx)
+    def validation_step(self, batches, batch_idx):
+        """`batches`: (index, questions) pairs (data.val_batches_per_call of them), rolled out in one call, each
+        batch from its own stream 1 + index: the outcomes of one call per batch, whatever the number per call."""
+        questions = [q for _, batch in batches for q in batch]
+        streams = [stream for index, batch in batches for stream in [self._generator(1 + index)] * len(batch)]
+        self._evaluate(questions, stream=1 + batches[0][0], generators=streams)
 
     def _evaluate(self, questions, stream: int, generators: list | None = None, samples: int = 1):
         worker = self._worker(self.settings.val_temperature, stream=stream)
