@@ -6,7 +6,8 @@
     python scripts/tune.py restore SPEC SWEEP    # give a sweep folder back the archived jobs
     python scripts/tune.py evaluate JOB_FOLDER --size 512 [--steps 100]   # one job's score (run does this itself)
     python scripts/tune.py select SPEC SWEEP --out docs/results/tuning_long [--arms-dir src/agentcredit/conf/arm]
-                                  [--experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300]
+                                  [--experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300
+                                   [--allow-partial]]
 
 SPEC is a tuning spec (src/agentcredit/conf/tuning/long.yaml; format in agentcredit/analysis/tuning_spec.py).
 `run` takes each job in turn (seed by seed): `python train.py experiment=<spec's> arm=<arm> <point> seed=<k>
@@ -243,7 +244,14 @@ def command_select(args) -> int:
     if args.arms_dir:
         written += write_tuned_arms(results, args.arms_dir)
     if args.experiment_out:
-        if len(chosen) < len(results):
+        missing = [r.grid.arm for r in results if r.chosen is None]
+        # A comparison without some of its arms is not the fair one the sweep is for: never by accident.
+        if missing and (not chosen or not args.allow_partial):
+            print(f"[tune] not writing {args.experiment_out}: {', '.join(missing)} {'has' if len(missing) == 1 else 'have'} "
+                  "no choice yet (every job of the arm must finish; --allow-partial leaves them out)", file=sys.stderr)
+            print("\n".join(f"[tune] wrote {p}" for p in written), flush=True)
+            return 1
+        if missing:
             print(f"[tune] the experiment holds only the {len(chosen)} arms with a choice", file=sys.stderr)
         base = (EXPERIMENTS / "compare_long.yaml").read_text()
         seeds = [int(s) for s in args.seeds.split(",")]
@@ -314,6 +322,8 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--experiment-out", help="write the tuned comparison's experiment file here")
             s.add_argument("--steps", type=int, default=300, help="the tuned comparison's steps")
             s.add_argument("--seeds", default="0,1,2,3,4", help="the tuned comparison's seeds")
+            s.add_argument("--allow-partial", action="store_true",
+                           help="write the experiment even when some arms have no choice yet (they are left out)")
             s.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples for the intervals")
     e = sub.add_parser("evaluate")
     e.add_argument("folder")

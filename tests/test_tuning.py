@@ -259,6 +259,22 @@ def test_tune_command_plans_and_selects(tmp_path, capsys):
     assert error.startswith("tune: error:") and len(error.splitlines()) == 1
 
 
+def test_select_writes_the_comparison_only_when_every_arm_has_its_choice(tmp_path, capsys):
+    fake_sweep(tmp_path, skip={("b", 1, 11)})  # arm b's last job has not finished
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                                                 b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]})))
+    out = tmp_path / "compare_long_tuned.yaml"
+    select_args = ["select", str(spec_file), str(tmp_path / "sweep"), "--out", str(tmp_path / "out"), "--bootstrap", "200",
+                   "--experiment-out", str(out)]
+    tune = load_tune_command()
+    assert tune.main(select_args) == 1 and not out.exists()
+    error = [line for line in capsys.readouterr().err.splitlines() if "not writing" in line]
+    assert len(error) == 1 and "b has no choice yet" in error[0]
+    assert tune.main([*select_args, "--allow-partial"]) == 0
+    assert yaml.safe_load(out.read_text())["hydra"]["sweeper"]["params"]["arm"] == "a_tuned"
+
+
 def test_tune_command_takes_overrides_after_its_options():
     tune = load_tune_command()
     args = tune.parser().parse_known_args(["run", "s.yaml", "w", "--jobs", "2", "trainer.max_steps=2"])
