@@ -78,10 +78,12 @@ def test_spec_jobs_run_seed_by_seed_with_named_folders(tmp_path):
     assert [(j.seed, j.arm, j.point.name) for j in jobs[:4]] == [
         (10, "grpo", "train.lr:0.0001"), (10, "grpo", "train.lr:0.0003"),
         (10, "trace", "credit.K:3+credit.normalize:true"), (10, "trace", "credit.K:1+credit.normalize:false")]
+    # the folder holds no ':' (Windows cannot): '@' between key and value
+    assert [j.folder.name for j in spec.jobs(tmp_path)][2] == "credit.K@3+credit.normalize@true_seed10"
     assert jobs[4].seed == 11 and len(jobs) == 8
     assert jobs[3].train_overrides("tune_long") == [
         "experiment=tune_long", "arm=trace", "credit.K=1", "credit.normalize=false", "seed=10",
-        f"hydra.run.dir={tmp_path}/trace/credit.K:1+credit.normalize:false_seed10", "resume=true"]
+        f"hydra.run.dir={tmp_path}/trace/credit.K@1+credit.normalize@false_seed10", "resume=true"]
 
 
 @pytest.mark.parametrize("arms, message", [
@@ -92,6 +94,7 @@ def test_spec_jobs_run_seed_by_seed_with_named_folders(tmp_path):
     ({"trace": {"grid": [{"K": 1}]}}, "not a dotted config key"),
     ({"trace": {"grid": []}}, "non-empty grid"),
     ({"../x": {"grid": [{"credit.K": 1}]}}, "conf/arm/ file names"),
+    ({"igpo": {"grid": [{"credit.gain": "a/b"}]}}, r"'a/b' must be letters, digits, '_', '-' or '.': it names the job's folder"),
 ])
 def test_spec_refuses_an_unequal_or_malformed_grid(arms, message):
     with pytest.raises(SpecError, match=message):

@@ -46,7 +46,7 @@ def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp
     assert tune.main(["archive", spec_file(tmp_path), str(sweep), "--archive", str(archive)]) == 0
     assert "8 jobs archived now, 0 were already" in capsys.readouterr().out
     entry = entry_of(first, archive)
-    assert entry == archive / "a" / "train.lr:0.0001_seed10"
+    assert entry == archive / "a" / "train.lr@0.0001_seed10"
     assert (entry / TUNE_OUTCOMES).read_bytes() == (first.folder / TUNE_OUTCOMES).read_bytes()
     assert (entry / STEPS).read_text().startswith("step,train/reward,rollout/policy_tokens")
     assert yaml.safe_load((entry / OVERRIDES).read_text()) == ["experiment=tune_long", "arm=a", "seed=10"]
@@ -68,7 +68,7 @@ def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp
 
     assert tune.main(["restore", spec_file(tmp_path), str(fresh), "--archive", str(archive)]) == 0
     assert "8 archived jobs restored" in capsys.readouterr().out
-    restored = fresh / "a" / "train.lr:0.0001_seed10"
+    restored = fresh / "a" / "train.lr@0.0001_seed10"
     assert (restored / "metrics.csv").read_text() == (entry / STEPS).read_text()
     assert json.loads((restored / TUNE_SUMMARY).read_text())["restored_from"] == str(entry)
     assert report_json(spec, select(spec, fresh, n_boot=300)) == original  # the restored folders alone

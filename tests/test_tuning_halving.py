@@ -110,8 +110,8 @@ def test_plan_shows_later_seeds_waiting_then_the_kept_points(tmp_path, capsys):
     assert plan.count("dropped after seed 10") == 2 and plan.count("waits for seed 10 of b") == 4
     assert "a seed 11: kept train.lr:3e-05, train.lr:0.001\n" in plan and "b seed 11" not in plan
     lines = {line.split()[-1].split("/sweep/")[1]: line for line in plan.splitlines() if "/sweep/" in line}
-    assert lines["a/train.lr:0.0001_seed11"].startswith("dropped after seed 10")
-    assert lines["a/train.lr:0.001_seed11"].startswith("not started")
+    assert lines["a/train.lr@0.0001_seed11"].startswith("dropped after seed 10")
+    assert lines["a/train.lr@0.001_seed11"].startswith("not started")
 
     finish_jobs(spec, sweep, {("b", 3, 10)})
     assert tune.main(["plan", path, str(sweep), "--archive", str(tmp_path / "jobs")]) == 0

@@ -15,7 +15,9 @@ The spec is a YAML file (conf/tuning/long.yaml is the long-horizon comparison's)
 
 Every arm must have the same number of grid points (an equal tuning budget), and every point of an arm sets
 the same knobs. A job is (seed, arm, point); jobs run seed by seed, so a sweep cut short holds whole seeds.
-Its folder is `<sweep>/<arm>/<point>_seed<k>`, the point named by its overrides (`credit.K:3+credit.alpha_turn:0.2`).
+Its folder is `<sweep>/<arm>/<point>_seed<k>`, the point named by its overrides with `@` between key and value
+(`credit.K@3+credit.alpha_turn@0.2`: a name Windows can hold and a Hydra override can carry unquoted); reports
+name it with `:` (`credit.K:3+credit.alpha_turn:0.2`).
 `jobs` lists every job the grid allows; with `halving`, which of the later seeds' jobs run is decided as the
 earlier seeds' scores come in (`analysis/tuning_halving.py`).
 """
@@ -30,6 +32,7 @@ import yaml
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")  # a dotted config key: credit.K, train.lr
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_TEXT_VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a string knob value, part of a folder name on every system
 
 
 class SpecError(ValueError):
@@ -50,6 +53,11 @@ class GridPoint:
     @property
     def name(self) -> str:
         return "+".join(f"{key}:{format_value(value)}" for key, value in self.settings)
+
+    @property
+    def folder_name(self) -> str:
+        """`name` with `@` for `:`, which Windows cannot hold in a file name (the archive is committed)."""
+        return "+".join(f"{key}@{format_value(value)}" for key, value in self.settings)
 
     @property
     def overrides(self) -> list[str]:
@@ -96,7 +104,7 @@ class TuningSpec:
 
     def jobs(self, sweep_dir: str | Path) -> list[Job]:
         sweep = Path(sweep_dir)
-        return [Job(grid.arm, point, seed, sweep / grid.arm / f"{point.name}_seed{seed}")
+        return [Job(grid.arm, point, seed, sweep / grid.arm / f"{point.folder_name}_seed{seed}")
                 for seed in self.seeds for grid in self.arms for point in grid.points]
 
 
@@ -114,6 +122,9 @@ def _point(arm: str, index: int, raw) -> GridPoint:
             raise SpecError(f"arm {arm}: grid point {index + 1}: {key!r} is not a dotted config key such as credit.K")
         if not isinstance(value, (bool, int, float, str)):
             raise SpecError(f"arm {arm}: grid point {index + 1}: {key} must be a number, a string or true/false")
+        if isinstance(value, str) and not _TEXT_VALUE.match(value):
+            raise SpecError(f"arm {arm}: grid point {index + 1}: {key}: {value!r} must be letters, digits, '_', '-' or "
+                            "'.': it names the job's folder")
     return GridPoint(tuple(raw.items()))
 
 
