@@ -331,12 +331,12 @@ def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None
 def check_combinations(cfg: Mapping) -> None:
     """Settings that are each fine but cannot work together."""
     model, data, trainer = cfg.get("model") or {}, cfg.get("data") or {}, cfg.get("trainer") or {}
-    limit = trainer.get("limit_val_batches")
+    limit, per_call = trainer.get("limit_val_batches"), data.get("val_batches_per_call", 1)
     every_or_none = limit is None or (_is_int(limit) and limit == 0) or (isinstance(limit, float) and limit in (0.0, 1.0))
-    if _is_int(data.get("val_batches_per_call", 1)) and data.get("val_batches_per_call", 1) > 1 and not every_or_none:
-        raise ValueProblem(f"trainer.limit_val_batches={limit} counts calls of data.val_batches_per_call="
-                           f"{data['val_batches_per_call']} batches each, not batches of questions; set it to 1.0 (all) "
-                           "or 0 (none) and choose the questions with data.n_val")
+    if _is_int(per_call) and per_call > 1 and not every_or_none:
+        raise ValueProblem(f"trainer.limit_val_batches={limit} counts calls of data.val_batches_per_call={per_call} "
+                           "batches each, not batches of questions; set it to 1.0 (all) or 0 (none) and choose the "
+                           "questions with data.n_val")
     if model.get("warm_start") and model.get("kind") != "tiny" and data.get("corpus_path") is not None:
         raise ValueProblem(f"model.warm_start must be false for model={model.get('kind')} on your own data: the warm "
                            "start plays oracle episodes, which only the synthetic world has (the tiny model on your "
