@@ -306,9 +306,15 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
     def validation_step(self, batches, batch_idx):
         """`batches`: (index, questions) pairs (data.val_batches_per_call of them), rolled out in one call, each
         batch from its own stream 1 + index: the outcomes of one call per batch, whatever the number per call."""
-        questions = [q for _, batch in batches for q in batch]
-        streams = [stream for index, batch in batches for stream in [self._generator(1 + index)] * len(batch)]
+        questions, streams = self._batches_on_streams(batches, first_stream=1)
         self._evaluate(questions, stream=1 + batches[0][0], generators=streams)
+
+    def _batches_on_streams(self, batches, first_stream: int) -> tuple[list, list[torch.Generator]]:
+        """(index, questions) pairs -> their questions, and for each the generator of its batch's stream
+        first_stream + index (one generator per batch, shared by its questions)."""
+        questions = [q for _, batch in batches for q in batch]
+        streams = [stream for index, batch in batches for stream in [self._generator(first_stream + index)] * len(batch)]
+        return questions, streams
 
     def _evaluate(self, questions, stream: int, generators: list | None = None, samples: int = 1):
         worker = self._worker(self.settings.val_temperature, stream=stream)
@@ -348,8 +354,7 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         (data.test_samples_per_question; k = 1 samples what one rollout per question always did). `batches` are
         (index, questions) pairs (datamodule's IndexedBatches), rolled out in one call, each batch from its own
         stream TEST_STREAM + index: the outcomes of one call per batch (data.test_batches_per_call)."""
-        questions = [q for _, batch in batches for q in batch]
-        streams = [stream for index, batch in batches for stream in [self._generator(TEST_STREAM + index)] * len(batch)]
+        questions, streams = self._batches_on_streams(batches, first_stream=TEST_STREAM)
         samples = int(getattr(self.trainer.datamodule, "test_samples_per_question", 1))
         self._evaluate(questions, stream=TEST_STREAM + batches[0][0], generators=streams, samples=samples)
 
