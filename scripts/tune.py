@@ -151,11 +151,25 @@ def run_as_known(workers: int, runnable, run, stopping) -> dict:
                 fates[running.pop(future)] = future.result()
 
 
+def only_arms(spec, listed: str | None) -> set[str]:
+    """The arms `--arms a,b` names (all the spec's arms without it); an arm the spec lacks is a one-line error."""
+    known = [grid.arm for grid in spec.arms]
+    if listed is None:
+        return set(known)
+    names = [name.strip() for name in listed.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise SystemExit(f"tune.py: --arms {listed!r}: {', '.join(unknown) or 'no arm'} not in the spec; "
+                         f"its arms: {', '.join(known)}")
+    return set(names)
+
+
 def command_run(args) -> int:
     from agentcredit.analysis.tuning_halving import ASKED, WAITS, job_state, runnable_jobs, sweep_schedule
     from agentcredit.analysis.tuning_spec import load_spec
 
     spec = load_spec(args.spec)
+    arms = only_arms(spec, args.arms)
     steps = expected_steps(spec.experiment, args.overrides)
     archive = archive_dir(args)
     print(f"[tune] archive: {archive or 'none (overrides given; --archive DIR keeps these jobs)'}", flush=True)
@@ -171,7 +185,7 @@ def command_run(args) -> int:
             sweep.drain()
         return sweep.stopping or sweep.draining
 
-    fates = run_as_known(args.jobs, lambda: runnable_jobs(spec, args.sweep, archive),
+    fates = run_as_known(args.jobs, lambda: [j for j in runnable_jobs(spec, args.sweep, archive) if j.arm in arms],
                          lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), no_new_jobs)
     schedules = sweep_schedule(spec, args.sweep, archive)
     jobs = spec.jobs(args.sweep)
@@ -314,6 +328,8 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--jobs", type=int, default=2, help="jobs at a time (2: the comparison's two cores)")
             s.add_argument("--start-within", type=float, metavar="MINUTES",
                            help="start jobs only within this many minutes of the start; the running ones finish")
+            s.add_argument("--arms", metavar="A,B", help="run only these arms' jobs (e.g. the cheaper ones while a "
+                                                         "session is too short for the Monte Carlo value's)")
         if name in ("run", "plan"):
             s.add_argument("overrides", nargs="*", help="added to every job's training, e.g. trainer.max_steps=2")
         if name == "select":

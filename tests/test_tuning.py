@@ -278,6 +278,23 @@ def test_select_writes_the_comparison_only_when_every_arm_has_its_choice(tmp_pat
     assert yaml.safe_load(out.read_text())["hydra"]["sweeper"]["params"]["arm"] == "a_tuned"
 
 
+def test_tune_run_with_arms_runs_only_those_arms_jobs(tmp_path, monkeypatch, capsys):
+    fake_sweep(tmp_path, skip={("a", 1, 11), ("b", 1, 11)})  # one unfinished job in each arm
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                                                 b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]})))
+    tune = load_tune_command()
+    ran = []
+    monkeypatch.setattr(tune, "run_job", lambda sweep, job, *rest: ran.append((job.arm, job.seed)) or "finished")
+    run = ["run", str(spec_file), str(tmp_path / "sweep"), "--archive", str(tmp_path / "archive"), "--jobs", "1"]
+    tune.main([*run, "--arms", "b"])
+    assert ("b", 11) in ran and {arm for arm, _ in ran} == {"b"}
+    ran.clear()
+    with pytest.raises(SystemExit) as stop:  # a misspelt arm: one line naming the spec's arms, nothing run
+        tune.main([*run, "--arms", "b,grpo"])
+    assert "grpo not in the spec; its arms: a, b" in str(stop.value) and ran == []
+
+
 def test_tune_command_takes_overrides_after_its_options():
     tune = load_tune_command()
     args = tune.parser().parse_known_args(["run", "s.yaml", "w", "--jobs", "2", "trainer.max_steps=2"])
