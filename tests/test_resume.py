@@ -129,6 +129,8 @@ def test_resume_true_continues_the_run_folder_as_if_never_stopped(uninterrupted,
     train_tiny(tmp_path, *RUN, "resume=true")
     assert _close(logged(uninterrupted, 0), logged(tmp_path, 0))
     assert samples(tmp_path) == samples(uninterrupted)
+    starts = json.loads((tmp_path / "environment.json").read_text())  # one entry per start, the resumed one kept
+    assert [s["resuming"] for s in starts] == [False, True] and starts[1]["packages"]["torch"] == torch.__version__
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt", "step2.ckpt", "step4.ckpt"]
     a, b = policy_weights(uninterrupted / "checkpoints" / "last.ckpt"), policy_weights(tmp_path / "checkpoints" / "last.ckpt")
     assert all(torch.equal(a[k], b[k]) for k in a)

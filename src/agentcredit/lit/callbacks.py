@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from agentcredit.lit.run_folder import keep_logs_of
 from agentcredit.records import atomic_write_text
+from agentcredit.records.environment import append_environment, environment_record
 
 
 class LastCheckpoint(ModelCheckpoint):
@@ -127,6 +128,7 @@ def build_callbacks(out: Path, *, record: dict, checkpoint: dict, resuming: bool
         out.mkdir(parents=True, exist_ok=True)
         # ${oc.env:...} left as written in `record`: the environment's secrets stay there
         atomic_write_text(out / "resolved_config.yaml", OmegaConf.to_yaml(OmegaConf.create(record)))
+        append_environment(out, environment_record(resuming=resuming))  # what this start ran on
     if resuming:  # continuing a run folder: its checkpoints are expected there
         warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
     every = int(checkpoint.get("every_n_steps", 10))
