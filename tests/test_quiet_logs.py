@@ -54,13 +54,15 @@ def test_building_the_trainer_logs_no_tip_and_still_the_device_lines(tmp_path, c
 def test_a_tiny_run_prints_neither_the_tip_nor_the_flops_line(tmp_path):
     # a real command line: in-process, pytest's own log handlers would swallow Lightning's lines either way
     overrides = [o for o in TINY if o != "logger=none"]  # the default csv logger, as `python train.py` runs
-    done = cli("train.py", *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    # TRACE: its frozen reference is a submodule in eval mode, which Lightning would count at the start of training
+    done = cli("train.py", *overrides, "credit=trace", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-2000:]
     assert "[agentcredit] final val/accuracy=" in done.stdout  # the output was read: the closing line is in it
     assert TIP not in out and "litlogger" not in out
     assert "Total FLOPs" not in out and "Trainable params" not in out
     assert out.count("GPU available: False, used: False") == 1  # once, not once per handler
+    assert "in eval mode at the start of training" not in out  # the module sets the policy's mode itself
 
 
 def test_with_a_root_handler_lightning_lines_come_once(monkeypatch):

@@ -124,6 +124,9 @@ def build_callbacks(out: Path, *, record: dict, checkpoint: dict, resuming: bool
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     # Lightning's own pytree helper builds a LeafSpec, which recent torch deprecates: nothing a run can act on.
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    # The module sets the policy's mode itself (eval to sample, train to update: AgentRLModule.training_step), and a
+    # frozen reference stays in eval: Lightning's count of modules in eval mode at the start says nothing wrong.
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training")
     if rank_zero_only.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         # ${oc.env:...} left as written in `record`: the environment's secrets stay there
