@@ -10,7 +10,7 @@ import yaml
 from test_tuning import finish, fake_sweep, load_tune_command, raw_spec
 
 from agentcredit.analysis.tuning import TUNE_OUTCOMES, TUNE_SUMMARY, report_json, select
-from agentcredit.analysis.tuning_archive import OVERRIDES, STEPS, damage, entry_of, steps_text
+from agentcredit.analysis.tuning_archive import ENVIRONMENT, OVERRIDES, STEPS, damage, entry_of, steps_text
 
 ARMS = {"a": {"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
         "b": {"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]}}
@@ -42,6 +42,7 @@ def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp
     (first.folder / "metrics.csv").write_text(METRICS)
     (first.folder / ".hydra").mkdir()
     (first.folder / ".hydra" / "overrides.yaml").write_text("- experiment=tune_long\n- arm=a\n- seed=10\n")
+    (first.folder / ENVIRONMENT).write_text('[{"cpu": "AMD EPYC", "resuming": false}]\n')  # what the job ran on
     tune = load_tune_command()
     assert tune.main(["archive", spec_file(tmp_path), str(sweep), "--archive", str(archive)]) == 0
     assert "8 jobs archived now, 0 were already" in capsys.readouterr().out
@@ -50,7 +51,9 @@ def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp
     assert (entry / TUNE_OUTCOMES).read_bytes() == (first.folder / TUNE_OUTCOMES).read_bytes()
     assert (entry / STEPS).read_text().startswith("step,train/reward,rollout/policy_tokens")
     assert yaml.safe_load((entry / OVERRIDES).read_text()) == ["experiment=tune_long", "arm=a", "seed=10"]
-    other = entry_of(spec.jobs(sweep)[1], archive)  # no Hydra record: the spec's overrides, without hydra.run.dir
+    assert (entry / ENVIRONMENT).read_bytes() == (first.folder / ENVIRONMENT).read_bytes()
+    other = entry_of(spec.jobs(sweep)[1], archive)
+    assert not (other / ENVIRONMENT).exists()  # a job without one (older code) is archived whole without it  # no Hydra record: the spec's overrides, without hydra.run.dir
     assert yaml.safe_load((other / OVERRIDES).read_text()) == [
         "experiment=tune_long", "arm=a", "train.lr=0.0003", "seed=10", "resume=true"]
     assert tune.main(["archive", spec_file(tmp_path), str(sweep), "--archive", str(archive)]) == 0
@@ -70,6 +73,7 @@ def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp
     assert "8 archived jobs restored" in capsys.readouterr().out
     restored = fresh / "a" / "train.lr@0.0001_seed10"
     assert (restored / "metrics.csv").read_text() == (entry / STEPS).read_text()
+    assert (restored / ENVIRONMENT).read_bytes() == (entry / ENVIRONMENT).read_bytes()
     assert json.loads((restored / TUNE_SUMMARY).read_text())["restored_from"] == str(entry)
     assert report_json(spec, select(spec, fresh, n_boot=300)) == original  # the restored folders alone
 

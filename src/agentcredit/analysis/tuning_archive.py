@@ -7,7 +7,10 @@ outputs/. Each finished job is therefore copied into an archive folder that is c
 - `tune_summary.json`, `tune_outcomes.jsonl`: the job's score, byte for byte (all that `select` reads);
 - `steps.csv`: its metrics.csv reduced to the per-step columns of a comparison's export (reward, accuracy,
   tokens, tool calls, step time, credit figures; `comparison_runs.STEP_COLUMNS`), about 5 KB for 100 GRPO steps;
-- `overrides.yaml`: the job's training overrides (its .hydra/overrides.yaml).
+- `overrides.yaml`: the job's training overrides (its .hydra/overrides.yaml);
+- `environment.json`, where the job wrote one: what each start of its training ran on (package versions, processor,
+  torch's vector instructions). Jobs of one sweep run on whatever machines its sessions get; this says which.
+  Optional: entries from before it existed are complete without it.
 
 An entry with a file missing or unreadable is not a finished job: one warning line names the file, and
 `run` trains the job again. `tune_summary.json` is written last, so a copy cut short is never complete.
@@ -30,6 +33,7 @@ from agentcredit.records.metrics import metrics_by_step
 STEPS = "steps.csv"
 OVERRIDES = "overrides.yaml"
 ARCHIVED = (STEPS, OVERRIDES, TUNE_OUTCOMES, TUNE_SUMMARY)  # the order they are written in: the summary last
+ENVIRONMENT = "environment.json"  # kept where the job has one; not needed for an entry to be complete
 
 
 def warn_line(line: str) -> None:
@@ -106,6 +110,8 @@ def archive_job(folder: Path, entry: Path, fallback_overrides: list[str]) -> Pat
     entry.mkdir(parents=True, exist_ok=True)
     atomic_write_text(entry / STEPS, steps_text(folder / "metrics.csv"))
     atomic_write_text(entry / OVERRIDES, yaml.safe_dump(job_overrides(folder, fallback_overrides)))
+    if (folder / ENVIRONMENT).is_file():
+        atomic_write_bytes(entry / ENVIRONMENT, (folder / ENVIRONMENT).read_bytes())
     atomic_write_bytes(entry / TUNE_OUTCOMES, (folder / TUNE_OUTCOMES).read_bytes())
     atomic_write_bytes(entry / TUNE_SUMMARY, (folder / TUNE_SUMMARY).read_bytes())  # last: it completes the entry
     return entry
@@ -121,6 +127,8 @@ def restore_job(entry: Path, folder: Path) -> bool:
     atomic_write_bytes(folder / "metrics.csv", (entry / STEPS).read_bytes())
     atomic_write_bytes(folder / ".hydra" / "overrides.yaml", (entry / OVERRIDES).read_bytes())
     atomic_write_bytes(folder / TUNE_OUTCOMES, (entry / TUNE_OUTCOMES).read_bytes())
+    if (entry / ENVIRONMENT).is_file():
+        atomic_write_bytes(folder / ENVIRONMENT, (entry / ENVIRONMENT).read_bytes())
     atomic_write_text(folder / TUNE_SUMMARY, json.dumps({**json.loads((entry / TUNE_SUMMARY).read_text(encoding="utf-8")),
                                                          "restored_from": str(entry)}, indent=1) + "\n")
     return True
