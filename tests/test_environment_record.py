@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import torch
 
-from agentcredit.records.environment import append_environment, cpu_model, environment_record, package_versions
+from agentcredit.records.environment import (append_environment, cpu_model, environment_record, package_versions,
+                                              source_revision)
 
 
 def test_cpu_model_reads_the_model_name_line(tmp_path):
@@ -42,3 +44,15 @@ def test_each_start_appends_and_a_damaged_file_is_replaced(tmp_path):
     (tmp_path / "environment.json").write_text('{"not": "a list"}')
     append_environment(tmp_path, {"start": 4})
     assert json.loads((tmp_path / "environment.json").read_text()) == [{"start": 4}]
+
+
+def test_the_revision_is_read_only_from_the_projects_own_checkout(tmp_path):
+    import subprocess
+
+    assert source_revision(tmp_path) is None  # no .git: an installed package
+    inner = tmp_path / "site-packages"
+    inner.mkdir()
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert source_revision(inner) is None  # inside someone else's repository: not its revision
+    checkout = Path(__file__).resolve().parents[1]
+    assert bool(environment_record(resuming=True)["revision"]) == (checkout / ".git").exists()  # this checkout's own

@@ -39,10 +39,13 @@ def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine()
 
 
-def source_revision(folder: str | Path) -> str | None:
-    """`git describe --always --dirty` of the checkout holding `folder`; None outside a checkout or without git."""
+def source_revision(checkout: str | Path) -> str | None:
+    """`git describe --always --dirty` of the project's own checkout (`checkout` holds .git); None where the
+    package is installed elsewhere (an enclosing repository would be someone else's) or git is missing."""
+    if not (Path(checkout) / ".git").exists():
+        return None
     try:
-        done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=folder, capture_output=True,
+        done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=checkout, capture_output=True,
                               text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -64,7 +67,7 @@ def environment_record(*, resuming: bool) -> dict:
         "torch_threads": torch.get_num_threads(),
         "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "packages": package_versions(),
-        "revision": source_revision(Path(__file__).parent),
+        "revision": source_revision(Path(__file__).resolve().parents[3]),  # src/agentcredit/records/ -> the checkout
     }
 
 
