@@ -33,6 +33,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from agentcredit.common.cpuinfo import cpu_flags, cpuinfo_value
+
 log = logging.getLogger(__name__)
 
 OFF_VARIABLE = "AGENTCREDIT_DECODE_KERNEL"
@@ -249,15 +251,6 @@ def _put_ninja_on_path() -> bool:
     return False
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as info:
-            line = next((line for line in info if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        return set()
-    return set(line.split(":", 1)[-1].split())
-
-
 def _flags() -> list[str]:
     # -fno-trapping-math lets the exp loop's clamp become a vector max (the results are the same; only
     # floating-point exception flags may differ). On x86-64, AVX2 and FMA where the CPU has both, named
@@ -265,7 +258,7 @@ def _flags() -> list[str]:
     # gets the same floats, which keeps the tiny testbed's closing line the same across hosts. ARM's
     # baseline already has NEON.
     flags = ["-O3", "-fno-trapping-math"]
-    if platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= _cpu_flags():
+    if platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags():
         flags += ["-mavx2", "-mfma"]
     return flags
 
@@ -273,12 +266,7 @@ def _flags() -> list[str]:
 def _cpu_tag() -> str:
     """A short hash of this CPU's features and the flags: a build for one CPU is never loaded on another
     through a shared cache folder."""
-    identity = platform.machine() + platform.processor()
-    try:
-        with open("/proc/cpuinfo") as info:
-            identity += next((line for line in info if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        pass
+    identity = platform.machine() + platform.processor() + (cpuinfo_value(("flags", "Features")) or "")
     return hashlib.sha1((identity + " ".join(_flags())).encode()).hexdigest()[:10]
 
 

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from agentcredit.common.cpuinfo import CPUINFO, cpuinfo_value
 from agentcredit.records.files import atomic_write_text
 
 # The distributions whose versions can change a run's floats or its sampling.
@@ -28,15 +29,9 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
     return versions
 
 
-def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+def cpu_model(cpuinfo: str | Path = CPUINFO) -> str:
     """The processor's model name from /proc/cpuinfo; platform.processor() where that file is missing (macOS)."""
-    try:
-        for line in Path(cpuinfo).read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpuinfo_value(("model name",), cpuinfo) or platform.processor() or platform.machine()
 
 
 def source_revision(checkout: str | Path) -> str | None:
