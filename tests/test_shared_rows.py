@@ -184,3 +184,82 @@ def test_nested_prefills_pick_a_host_that_extends_nothing():
     hosts = TurnSampler._nested_prefills(rows)
     # [1] is a prefix of [1,2], [1,2,3], [1,2,3,4] and [1,5]: sorted, its block ends at [1,5], which extends nothing
     assert hosts == {2: 4, 0: 1, 3: 1}
+
+
+# ---------------------------------------------------------------------------------------- unzeroed caches
+def test_an_unzeroed_cache_takes_its_capacity_once_and_grows_only_past_it():
+    cache = SlotCache(2, zero_unwritten=False, capacity=300)
+    cache.reserve(5)
+    assert cache.capacity == 300
+    cache.put(torch.ones(2, 1, 2), torch.ones(2, 1, 2), 0, torch.tensor([0, 1]), torch.tensor([0, 299]))
+    before = cache.keys[0].data_ptr()
+    cache.reserve(300)
+    assert cache.keys[0].data_ptr() == before  # no grow within the capacity
+    cache.reserve(301)  # a history past the limit still fits: the buffers double
+    assert cache.capacity == 600 and cache.keys[0][1, 0, 299].tolist() == [1.0, 1.0]
+
+
+def test_a_zeroed_cache_grows_from_small_as_before_whatever_the_capacity():
+    cache = SlotCache(2, capacity=300)
+    cache.reserve(5)
+    assert cache.capacity == 64
+
+
+def test_keep_out_of_order_without_zeroing_copies_only_the_columns_in_use(monkeypatch):
+    from agentcredit.agent import slot_cache
+
+    poison(monkeypatch)
+    cache = SlotCache(3, zero_unwritten=False, capacity=4)
+    cache.reserve(4)
+    keys = torch.arange(3 * 2, dtype=torch.float32).reshape(3, 2)  # slot s, column c: 2s + c
+    cache.put(keys.reshape(6, 1, 1), -keys.reshape(6, 1, 1), 0, torch.arange(3).repeat_interleave(2),
+              torch.arange(2).repeat(3))
+    cache.keep(torch.tensor([2, 0]), used=2, num_slots=3)
+    assert cache.keys[0][:2, 0, :2, 0].tolist() == [[4.0, 5.0], [0.0, 1.0]]
+    assert cache.values[0][1, 0, :2, 0].tolist() == [-0.0, -1.0]
+    assert cache.keys[0][:, :, 2:].isnan().all() and cache.keys[0][2].isnan().all()  # left as allocated
+    assert slot_cache._copied(cache.keys[0], None, 2, 4, zero=True)[:, :, 2:].eq(0).all()
+
+
+def poison(monkeypatch):
+    """Unzeroed buffers come filled with NaN: whatever reads a column no row wrote turns NaN."""
+    from agentcredit.agent import slot_cache
+
+    allocate = slot_cache._allocate
+    monkeypatch.setattr(slot_cache, "_allocate",
+                        lambda like, shape, zero: allocate(like, shape, zero=zero) if zero else like.new_full(shape, float("nan")))
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_unzeroed_caches_sample_what_zeroed_growing_ones_sample(setup, monkeypatch, share):
+    # With the decode kernel, nothing reads a column no row wrote: rollouts and continuations from nested states
+    # (copied slots, nested prefills, compaction) with NaN in every unwritten column sample what zeroed caches that
+    # grow from 64 columns sample, token for token and log-probability for log-probability.
+    from agentcredit.agent.decode_kernel import decode_kernel_available
+    from agentcredit.agent.protocol import ToolCall, render_answer, render_tool_call
+
+    reason = decode_kernel_available()
+    if reason is not None:
+        pytest.skip(f"only the decode kernel reads unzeroed caches: {reason}")
+    turns = [render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
+             render_tool_call(ToolCall("browser.open", {"id": 1})), render_answer("Ada Fenn")]
+    questions = [QUESTION, Question("q1", "Where was Lena Marsh born?", "Korvel", "BRIDGE_ENTITY")]
+    runs = {}
+    for unzeroed in (False, True):
+        with monkeypatch.context() as patch:
+            if unzeroed:
+                poison(patch)
+            else:
+                patch.setattr(TurnSampler, "_new_cache", lambda self, slots: SlotCache(slots))
+            worker = make_worker(setup, share_identical=share, temperature=1.0)
+            assert worker._sampler().reads_own_lengths
+            worker.generator = torch.Generator().manual_seed(11)
+            groups = worker.rollout(questions, group_size=4)
+            traj = worker.replay(QUESTION, turns)
+            states = worker.continue_from_states([(traj, b) for b in range(traj.num_tool_turns + 1)], QUESTION, n=2)
+            runs[unzeroed] = [t for g in groups for t in g] + [c for cs in states for c in cs]
+    zeroed, unzeroed = runs[False], runs[True]
+    assert len(zeroed) == len(unzeroed) == 8 + 2 * 3
+    for a, b in zip(zeroed, unzeroed):
+        assert a.input_ids == b.input_ids and a.loss_mask == b.loss_mask
+        assert a.old_logprobs == b.old_logprobs and a.reward == b.reward

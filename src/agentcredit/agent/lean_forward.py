@@ -75,7 +75,7 @@ class PackedBatch:
     written: torch.Tensor  # (W,) flat indices of the tokens whose keys and values are stored
     slots: torch.Tensor  # (W,) the cache slot of each
     columns: torch.Tensor  # (W,) the cache column of each
-    decode_keys: list[int]  # per slot: the keys its token attends to (1 for a stand-in); [] when no row decodes
+    decode_keys: list[int]  # per slot: the keys its token attends to (0 or 1 for a stand-in); [] when no row decodes
     decode_runs: list[tuple[int, int, int]]  # (lo, hi, width): slots lo..hi-1 read up to width keys
     prefill: list[tuple[int, int, int, int]]  # (slot, first flat index, tokens, tokens cached before)
     extra: list[tuple[int, int, int]] = field(default_factory=list)  # (slot, flat index, column): logits returned last
@@ -115,6 +115,10 @@ class LeanForward:
         weight = self.embed.weight
         self.decode_kernel = (weight.device.type == "cpu" and weight.dtype == torch.float32
                               and decode_kernel_available() is None)
+
+    def column_bytes(self) -> int:
+        """Bytes one cache column of one slot takes: keys and values of every layer."""
+        return 2 * len(self.layers) * self.num_kv_heads * self.head_dim * self.embed.weight.element_size()
 
     @torch.no_grad()
     def packed(self, batch: PackedBatch, cache) -> torch.Tensor:

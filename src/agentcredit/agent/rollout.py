@@ -296,7 +296,7 @@ class RolloutWorker:
         if self.engine is None:
             return TurnSampler(self.model, temperature=self.cfg.temperature, top_p=self.cfg.top_p, pad_id=self.pad_id,
                                stop=self.stop, generator=self.generator, use_lean_forward=self.cfg.lean_forward,
-                               share_identical=self.cfg.share_identical)
+                               share_identical=self.cfg.share_identical, max_length=self.cfg.max_context_tokens)
         # One seed per batch from the worker's generator (itself a function of run seed, step and rank).
         seed = 0
         if self.generator is not None:

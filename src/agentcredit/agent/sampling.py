@@ -37,6 +37,10 @@ from agentcredit.agent.lean_forward import LeanForward, PackedBatch, lean_forwar
 from agentcredit.agent.next_token import StopChecker, sample_top_p, stream_uniforms
 from agentcredit.agent.slot_cache import SlotCache
 
+# The most address space a sampler's cache takes at once for the longest history (keys and values, every layer).
+# Address space, not memory: a page is mapped when a row first writes there. Past this, the buffers grow.
+UPFRONT_CACHE_BYTES = 4 << 30
+
 
 @dataclass
 class SampledTurn:
@@ -106,13 +110,17 @@ class TurnSampler:
 
     def __init__(self, model, *, temperature: float, top_p: float, pad_id: int, stop: StopChecker,
                  generator: torch.Generator | None = None, use_lean_forward: bool = True,
-                 share_identical: bool = True):
+                 share_identical: bool = True, max_length: int | None = None):
         self.model = model
+        self.max_length = max_length  # the longest history a row can reach (the rollout's context limit), if known
         self.temperature, self.top_p, self.pad_id = temperature, top_p, pad_id
         self.stop, self.generator = stop, generator
         self.share_identical = share_identical
         self.device = next(model.parameters()).device
         self.lean = LeanForward(model) if use_lean_forward and lean_forward_unsupported(model) is None else None
+        # The decode kernel reads each slot only up to its own length, and so does the prefill's attention: the
+        # cache need not zero what no row wrote.
+        self.reads_own_lengths = self.lean is not None and self.lean.decode_kernel
         self.cache_kw, self.keeps_logits = _forward_kwargs(model)
         self.mask_dtype = _mask_dtype(model)
         self.rows: dict[Hashable, _Row] = {}  # live rows in the order they were added (the order they sample in)
@@ -167,7 +175,7 @@ class TurnSampler:
         if any(bool(r.queued) == r.decoding for r in ready):
             raise RuntimeError("every row whose turn ended needs next_turn or release before the next step")
         if self.cache is None:
-            self.cache = SlotCache(len(self.rows))  # at most one history per row
+            self.cache = self._new_cache(len(self.rows))  # at most one history per row
             self._added = {}
         self._split_diverged()
         if 4 * self.slots.count(None) >= len(self.slots):
@@ -225,7 +233,9 @@ class TurnSampler:
                 fed = r is not None and r.decoding
                 ids.append(r.generated[-1] if fed else self.pad_id)
                 positions.append(r.length if fed else 0)
-                keys.append(r.length + 1 if fed else 1)
+                # A stand-in's output is never read: the kernel reads no key for it (a slot no row has written
+                # holds no key to read), a masked run one.
+                keys.append(r.length + 1 if fed else 0 if self.reads_own_lengths else 1)
                 if fed:
                     written.append(slot)
                     slots.append(slot)
@@ -354,6 +364,14 @@ class TurnSampler:
                 for r in part:
                     r.slot = new
                 self.slots[new] = part
+
+    def _new_cache(self, slots: int) -> SlotCache:
+        """Unzeroed buffers of the longest history's capacity where the readers allow it (SlotCache) and their
+        address space stays under UPFRONT_CACHE_BYTES; zeroed buffers that grow otherwise."""
+        if not self.reads_own_lengths:
+            return SlotCache(slots)
+        upfront = self.max_length and slots * self.max_length * self.lean.column_bytes() <= UPFRONT_CACHE_BYTES
+        return SlotCache(slots, zero_unwritten=False, capacity=self.max_length if upfront else None)
 
     def _free_slot(self) -> int:
         if None in self.slots:
