@@ -263,3 +263,22 @@ def test_unzeroed_caches_sample_what_zeroed_growing_ones_sample(setup, monkeypat
     for a, b in zip(zeroed, unzeroed):
         assert a.input_ids == b.input_ids and a.loss_mask == b.loss_mask
         assert a.old_logprobs == b.old_logprobs and a.reward == b.reward
+
+
+def test_the_cache_takes_the_longest_history_at_once_only_within_the_memory_limit(setup, monkeypatch):
+    from agentcredit.agent import sampling
+    from agentcredit.agent.decode_kernel import decode_kernel_available
+
+    if decode_kernel_available() is not None:
+        pytest.skip(f"only the decode kernel reads unzeroed caches: {decode_kernel_available()}")
+    sampler = make_worker(setup, max_context_tokens=1000)._sampler()
+    assert sampler.max_length == 1000
+    column = sampler.lean.column_bytes()  # keys and values of every layer, one slot's column
+    monkeypatch.setattr(sampling, "total_memory", lambda: (4 * 8 * 1000 * column, "RAM"))
+    cache = sampler._new_cache(8)  # 8 slots × 1000 columns: exactly a quarter of that memory
+    assert not cache.zero_unwritten and cache.initial_capacity == 1000
+    cache = sampler._new_cache(9)  # past it: unzeroed, grown as needed
+    assert not cache.zero_unwritten and cache.initial_capacity == 0
+    monkeypatch.setattr(sampling, "total_memory", lambda: None)  # memory unknown: the fixed 4 GiB alone
+    assert sampling.upfront_cache_bytes() == sampling.UPFRONT_CACHE_BYTES
+    assert make_worker(setup, lean_forward=False)._sampler()._new_cache(8).zero_unwritten  # the model's own forward

@@ -34,12 +34,19 @@ import torch
 
 from agentcredit.agent.forward_plan import decode_chunks, prefill_groups
 from agentcredit.agent.lean_forward import LeanForward, PackedBatch, lean_forward_unsupported
+from agentcredit.agent.machine_memory import total_memory
 from agentcredit.agent.next_token import StopChecker, sample_top_p, stream_uniforms
 from agentcredit.agent.slot_cache import SlotCache
 
-# The most address space a sampler's cache takes at once for the longest history (keys and values, every layer).
+# The most address space a sampler's cache takes at once for the longest history (keys and values, every layer),
+# and at most a quarter of the machine's memory (a system that commits address space strictly has room for it).
 # Address space, not memory: a page is mapped when a row first writes there. Past this, the buffers grow.
 UPFRONT_CACHE_BYTES = 4 << 30
+
+
+def upfront_cache_bytes() -> int:
+    total = total_memory()
+    return UPFRONT_CACHE_BYTES if total is None else min(UPFRONT_CACHE_BYTES, total[0] // 4)
 
 
 @dataclass
@@ -367,10 +374,10 @@ class TurnSampler:
 
     def _new_cache(self, slots: int) -> SlotCache:
         """Unzeroed buffers of the longest history's capacity where the readers allow it (SlotCache) and their
-        address space stays under UPFRONT_CACHE_BYTES; zeroed buffers that grow otherwise."""
+        address space stays under upfront_cache_bytes(); zeroed buffers that grow otherwise."""
         if not self.reads_own_lengths:
             return SlotCache(slots)
-        upfront = self.max_length and slots * self.max_length * self.lean.column_bytes() <= UPFRONT_CACHE_BYTES
+        upfront = self.max_length and slots * self.max_length * self.lean.column_bytes() <= upfront_cache_bytes()
         return SlotCache(slots, zero_unwritten=False, capacity=self.max_length if upfront else None)
 
     def _free_slot(self) -> int:
