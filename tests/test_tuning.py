@@ -11,7 +11,7 @@ import yaml
 from agentcredit.analysis.tuning import (TUNE_OUTCOMES, TUNE_SUMMARY, choose, select, tuned_arm_yaml,
                                          tuned_experiment_yaml, write_reports, write_tuned_arms)
 from agentcredit.analysis.tuning_spec import SpecError, load_spec, parse_spec
-from agentcredit.records import RecordError
+from agentcredit.records import RecordError, atomic_write_text
 from agentcredit.world.splits import VAL_HEAD_RESERVED, tuning_questions
 from agentcredit.world.types import Question
 
@@ -144,11 +144,13 @@ def test_long_spec_gives_every_arm_four_points_that_compose():
 # ----- choosing a setting from finished jobs --------------------------------------------------------
 
 def finish(job, successes: list[float], steps: int = 100) -> None:
+    """A finished job's score files, written as run/tuning_eval.py writes them: whole and atomically, the summary
+    last (a sweep running jobs on two threads reads the folders while another job is being scored)."""
     job.folder.mkdir(parents=True)
     lines = [json.dumps({"id": f"v{i}", "hops": 4, "template": "BRIDGE_ENTITY", "success": s, "samples": 1,
                          "tool_calls": 10.0, "tokens": 900.0}) for i, s in enumerate(successes)]
-    (job.folder / TUNE_OUTCOMES).write_text("\n".join(lines) + "\n")
-    (job.folder / TUNE_SUMMARY).write_text(json.dumps({"accuracy": sum(successes) / len(successes), "steps": steps}))
+    atomic_write_text(job.folder / TUNE_OUTCOMES, "\n".join(lines) + "\n")
+    atomic_write_text(job.folder / TUNE_SUMMARY, json.dumps({"accuracy": sum(successes) / len(successes), "steps": steps}))
 
 
 FAKE = {
