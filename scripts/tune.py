@@ -35,6 +35,7 @@ is no archive unless --archive names one: a 2-step job must never stand in for a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import subprocess
 import sys
@@ -164,6 +165,21 @@ def only_arms(spec, listed: str | None) -> set[str]:
     return set(names)
 
 
+@contextlib.contextmanager
+def signals_to(sweep):
+    """SIGTERM and Ctrl-C stop the sweep, SIGUSR1 drains it; the caller's handlers come back after (main() called
+    in a process that goes on, as a test or a notebook does, must not keep a finished sweep's handlers)."""
+    handlers = {signal.SIGTERM: sweep.stop, signal.SIGINT: sweep.stop}
+    if hasattr(signal, "SIGUSR1"):  # POSIX
+        handlers[signal.SIGUSR1] = sweep.drain
+    previous = {number: signal.signal(number, handler) for number, handler in handlers.items()}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def command_run(args) -> int:
     from agentcredit.analysis.tuning_halving import ASKED, WAITS, job_state, runnable_jobs, sweep_schedule
     from agentcredit.analysis.tuning_spec import load_spec
@@ -174,10 +190,6 @@ def command_run(args) -> int:
     archive = archive_dir(args)
     print(f"[tune] archive: {archive or 'none (overrides given; --archive DIR keeps these jobs)'}", flush=True)
     sweep = Sweep()
-    signal.signal(signal.SIGTERM, sweep.stop)
-    signal.signal(signal.SIGINT, sweep.stop)
-    if hasattr(signal, "SIGUSR1"):  # POSIX
-        signal.signal(signal.SIGUSR1, sweep.drain)
     started = time.monotonic()
 
     def no_new_jobs() -> bool:
@@ -185,8 +197,9 @@ def command_run(args) -> int:
             sweep.drain()
         return sweep.stopping or sweep.draining
 
-    fates = run_as_known(args.jobs, lambda: [j for j in runnable_jobs(spec, args.sweep, archive) if j.arm in arms],
-                         lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), no_new_jobs)
+    with signals_to(sweep):
+        fates = run_as_known(args.jobs, lambda: [j for j in runnable_jobs(spec, args.sweep, archive) if j.arm in arms],
+                             lambda job: run_job(sweep, job, spec, steps, args.overrides, archive), no_new_jobs)
     schedules = sweep_schedule(spec, args.sweep, archive)
     jobs = spec.jobs(args.sweep)
     for job in jobs:

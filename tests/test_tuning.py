@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -289,8 +290,11 @@ def test_tune_run_with_arms_runs_only_those_arms_jobs(tmp_path, monkeypatch, cap
     ran = []
     monkeypatch.setattr(tune, "run_job", lambda sweep, job, *rest: ran.append((job.arm, job.seed)) or "finished")
     run = ["run", str(spec_file), str(tmp_path / "sweep"), "--archive", str(tmp_path / "archive"), "--jobs", "1"]
+    handlers = [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)]
     tune.main([*run, "--arms", "b"])
     assert ("b", 11) in ran and {arm for arm, _ in ran} == {"b"}
+    # the process's own handlers are back (a later sweep in it must not find this one's)
+    assert [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)] == handlers
     ran.clear()
     with pytest.raises(SystemExit) as stop:  # a misspelt arm: one line naming the spec's arms, nothing run
         tune.main([*run, "--arms", "b,grpo"])
