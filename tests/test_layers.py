@@ -27,6 +27,7 @@ ALLOWED = {
     "checks.config_checks": {"judge"} | LOWER,
     "checks.validation": {"checks.config_checks", "testbed", "lit", "judge"} | LOWER,
     "run.preemption": set(),
+    "run.carry": set(),
     "run.sweep": {"run.preemption"},
     "run.compose": {"checks.validation", "testbed", "lit", "judge"} | LOWER,
     "run.evaluate": {"checks.validation", "checks.config_checks", "run.compose", "lit"} | LOWER,

@@ -130,6 +130,10 @@ COMMANDS = {
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     "python scripts/restore_sweep.py docs/results/compare_long outputs/multirun/compare_long": (
         "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
+    "python scripts/carry.py save outputs/multirun/<sweep> docs/results/<sweep>/carry": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    "python scripts/carry.py load docs/results/<sweep>/carry outputs/multirun/<sweep>": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
     "python scripts/compare.py outputs/multirun/compare_long docs/results/compare_long --export docs/results/compare_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     "python train.py -m experiment=compare_long arm=gigpo_gamma1 "

@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "view": Subcommand("view_credit", "credit_view.html: a run's trajectories turn by turn with their credit"),
     "plot": Subcommand("plot_run", "learning curves of a run or a sweep, one PNG per metric"),
     "restore": Subcommand("restore_sweep", "give a sweep folder its finished jobs back from committed summaries"),
+    "carry": Subcommand("carry", "carry a sweep's unfinished jobs (last checkpoint, logs) to a fresh checkout and back"),
     "base-policy": Subcommand("build_base_policy", "build the tiny testbed's base policy (resumable)"),
     "bench": Subcommand("bench", "a benchmark of the checkout's benchmarks/ folder (step, rollout, env, ...)"),
 }

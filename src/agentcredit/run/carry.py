@@ -1,0 +1,237 @@
+"""A sweep's unfinished jobs carried to another machine or a fresh checkout: each job's last checkpoint and logs
+copied into a committed folder (`save`), and back into a sweep folder (`load`), where `resume=true` continues them.
+
+    python scripts/carry.py save outputs/multirun/compare_long_tuned docs/results/compare_long_tuned/carry
+    python scripts/carry.py load docs/results/compare_long_tuned/carry outputs/multirun/compare_long_tuned
+    python train.py -m experiment=compare_long_tuned resume=true      # carried jobs continue from their step
+
+Why: `restore_sweep.py` and `tune.py restore` give a fresh checkout back only the jobs that finished. A job
+longer than the time a machine is held (a Monte Carlo value job of 300 long-preset steps takes hours) then
+starts again from step 0 every time and never finishes.
+
+A job is a folder under the sweep holding `checkpoints/last.ckpt` and no finished mark (`FINISHED_MARKS`). `save`
+reads its last.ckpt and checks its digest first (a damaged one is not carried: one line, and the job's earlier
+carry stays), then copies every file of the folder but the periodic checkpoints (`checkpoints/step<N>.ckpt`: the
+last is enough to continue), the run lock and temporary files, into `<carry>/<the job's path under the sweep>/`,
+with `carry.json`: the step and each file's size and SHA-256. The copy is built beside the old one and swapped in,
+so a kill during `save` leaves the previous carry whole. `save` also drops carried jobs that have finished in the
+sweep folder (their summaries are committed elsewhere).
+
+`load` copies a carried job into the sweep folder unless the job has finished there or its own last.ckpt is at
+the carried step or later (it is ahead); a file whose bytes no longer match carry.json leaves that job out with one
+line. The logs are copied before the checkpoint, so a kill during `load` leaves at worst logs ahead of the
+checkpoint, which the resumed run trims (`lit/run_folder.keep_logs_of`).
+
+Size: a long-preset job's last.ckpt is about 10.7 MB (weights 3.6 MB, Adam's two moments 7.1 MB) and barely
+compresses (6% with zstd -19); each `save` of a job adds that much to the repository's history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint
+from agentcredit.records import RecordError, atomic_write_bytes, atomic_write_text, read_json_record, safe_name
+
+# test_summary.json: a training job's held-out test ran (lit/run_folder.FINISHED_MARK); tune_summary.json: a
+# tuning job was scored (analysis/tuning_jobs.TUNE_SUMMARY). Either means nothing is left to continue; written out
+# here, not imported, to keep this module below lit/ and analysis/ (tests/test_carry.py checks they agree).
+FINISHED_MARKS = ("test_summary.json", "tune_summary.json")
+LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"
+MANIFEST = "carry.json"
+_LEFT_BEHIND = (".run.lock",)  # the run lock belongs to the process that held it
+
+
+class CarriedFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    bytes: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    step: int = Field(ge=0)
+    files: list[CarriedFile]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: str  # the job's path under the sweep (and under the carry folder)
+    step: int | None  # the carried checkpoint's step
+    what: str  # "saved", "unchanged", "dropped", "loaded", "skipped", "left out"
+    why: str = ""
+
+
+def checkpoint_step(path: Path) -> int:
+    """The global step of a checkpoint whose digest holds; CheckpointError (one line) otherwise."""
+    step = read_checkpoint(path, weights_only=False).get("global_step")
+    if not isinstance(step, int) or step < 0:
+        raise CheckpointError(f"{path} records no training step (global_step)")
+    return step
+
+
+def is_finished(job: Path) -> bool:
+    return any((job / mark).exists() for mark in FINISHED_MARKS)
+
+
+def unfinished_jobs(sweep: Path) -> list[Path]:
+    """Folders under `sweep` holding checkpoints/last.ckpt and no finished mark, sorted."""
+    found = []
+    for last in sweep.rglob(LAST_CHECKPOINT.name):
+        job = last.parent.parent
+        if last.parent.name == LAST_CHECKPOINT.parent.name and last.is_file() and not last.is_symlink() \
+                and not is_finished(job):
+            found.append(job)
+    return sorted(found)
+
+
+def _carried(name: str, relative: Path) -> bool:
+    if name in _LEFT_BEHIND or name.endswith(".tmp") or name == MANIFEST and relative.parent == Path("."):
+        return False
+    # of the checkpoints, only the last: the periodic ones would multiply the size for nothing a resume uses
+    return relative.parent != LAST_CHECKPOINT.parent or relative == LAST_CHECKPOINT
+
+
+def files_to_carry(job: Path) -> list[Path]:
+    """The job's files (paths relative to it) that `save` copies; last.ckpt last, so `load` writes it last."""
+    files = [path.relative_to(job) for path in job.rglob("*") if path.is_file() and not path.is_symlink()]
+    kept = sorted(rel for rel in files if _carried(rel.name, rel))
+    return sorted(kept, key=lambda rel: rel == LAST_CHECKPOINT)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(entry: Path) -> Manifest:
+    manifest = read_json_record(entry / MANIFEST, Manifest)
+    for item in manifest.files:
+        parts = Path(item.path).parts
+        try:
+            if not parts or Path(*parts).as_posix() != item.path:
+                raise ValueError(item.path)
+            for part in parts:
+                safe_name(part)
+        except ValueError:
+            raise RecordError(f"{entry / MANIFEST}: {item.path!r} is not a path inside the job's folder") from None
+    return manifest
+
+
+def _copy_job(job: Path, files: list[Path], target: Path, step: int) -> None:
+    """Copy `files` of `job` to a fresh folder beside `target`, then swap it in for `target`."""
+    building = target.with_name(f".{target.name}.building.tmp")
+    old = target.with_name(f".{target.name}.old.tmp")
+    for leftover in (building, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    building.mkdir(parents=True)
+    listed = []
+    for rel in files:
+        (building / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(job / rel, building / rel)
+        listed.append(CarriedFile(path=rel.as_posix(), bytes=(building / rel).stat().st_size,
+                                  sha256=_sha256(building / rel)))
+    atomic_write_text(building / MANIFEST, Manifest(step=step, files=listed).model_dump_json(indent=1) + "\n")
+    if target.exists():
+        os.replace(target, old)
+    os.replace(building, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save(sweep: Path, carry: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
+    """Carry every unfinished job of `sweep` into `carry` and drop carried jobs finished in `sweep`."""
+    outcomes = []
+    for job in unfinished_jobs(sweep):
+        name = job.relative_to(sweep).as_posix()
+        try:
+            step = checkpoint_step(job / LAST_CHECKPOINT)
+        except CheckpointError as error:
+            warn(f"{error}; {name} not carried (its earlier carry, if any, stays)")
+            outcomes.append(Outcome(name, None, "left out", str(error)))
+            continue
+        target = carry / name
+        files = files_to_carry(job)
+        if (target / MANIFEST).exists():
+            try:
+                before = read_manifest(target)
+            except RecordError:
+                before = None
+            same = before is not None and before.step == step and \
+                [f.path for f in before.files] == [rel.as_posix() for rel in files] and \
+                all(f.sha256 == _sha256(job / f.path) for f in before.files)
+            if same:
+                outcomes.append(Outcome(name, step, "unchanged"))
+                continue
+        _copy_job(job, files, target, step)
+        outcomes.append(Outcome(name, step, "saved"))
+    for entry in _entries(carry):
+        name = entry.parent.relative_to(carry).as_posix()
+        if is_finished(sweep / name):
+            shutil.rmtree(entry.parent)
+            outcomes.append(Outcome(name, None, "dropped", "finished in the sweep folder"))
+    return outcomes
+
+
+def _entries(carry: Path) -> list[Path]:
+    """The carry.json of every carried job; those of a save cut short (`.*.tmp` folders) left out."""
+    if not carry.is_dir():
+        return []
+    return sorted(entry for entry in carry.rglob(MANIFEST)
+                  if not any(part.endswith(".tmp") for part in entry.relative_to(carry).parts))
+
+
+def _damaged(entry: Path, manifest: Manifest) -> str | None:
+    for item in manifest.files:
+        path = entry / item.path
+        if not path.is_file():
+            return f"{path} is missing"
+        if path.stat().st_size != item.bytes or _sha256(path) != item.sha256:
+            return f"{path} no longer matches {MANIFEST} (changed or cut short)"
+    return None
+
+
+def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
+    """Copy every carried job into `sweep` where it is neither finished nor ahead there."""
+    outcomes = []
+    for entry in _entries(carry):
+        name = entry.parent.relative_to(carry).as_posix()
+        try:
+            manifest = read_manifest(entry.parent)
+        except RecordError as error:
+            warn(f"{error}; {name} left out")
+            outcomes.append(Outcome(name, None, "left out", str(error)))
+            continue
+        damage = _damaged(entry.parent, manifest)
+        if damage:
+            warn(f"{damage}; {name} left out")
+            outcomes.append(Outcome(name, manifest.step, "left out", damage))
+            continue
+        job = sweep / name
+        if is_finished(job):
+            outcomes.append(Outcome(name, manifest.step, "skipped", "finished in the sweep folder"))
+            continue
+        if (job / LAST_CHECKPOINT).exists():
+            try:
+                there = checkpoint_step(job / LAST_CHECKPOINT)
+            except CheckpointError:
+                there = -1  # damaged there: the carried checkpoint replaces it
+            if there >= manifest.step:
+                outcomes.append(Outcome(name, manifest.step, "skipped", f"its own last.ckpt is at step {there}"))
+                continue
+        for item in manifest.files:  # last.ckpt is listed last (files_to_carry)
+            destination = job / item.path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(destination, (entry.parent / item.path).read_bytes())
+        outcomes.append(Outcome(name, manifest.step, "loaded"))
+    return outcomes

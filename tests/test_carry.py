@@ -1,0 +1,213 @@
+"""Unfinished jobs carried to a fresh checkout and back (agentcredit/run/carry.py, scripts/carry.py): what is
+carried, what is checked, and that a carried job resumes as if it had never stopped."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentcredit.cli.carry import main as carry_cli
+from agentcredit.common.checkpoint_file import INTEGRITY_KEY, VERSION, checkpoint_digest, write_checkpoint
+from agentcredit.lit.module import AgentRLModule
+from agentcredit.lit.run_folder import FINISHED_MARK
+from agentcredit.run import carry
+from tiny_runs import SIGNAL, read_metrics, train_tiny
+from write_faults import Killed
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def checkpoint(path: Path, step: int) -> None:
+    state = {"global_step": step, "state_dict": {"w": torch.full((3,), float(step))}, "optimizer_states": []}
+    state[INTEGRITY_KEY] = {"sha256": checkpoint_digest(state), "version": VERSION}
+    write_checkpoint(state, path)
+
+
+def job(folder: Path, step: int, finished: bool = False) -> Path:
+    (folder / "checkpoints").mkdir(parents=True)
+    checkpoint(folder / "checkpoints" / "last.ckpt", step)
+    checkpoint(folder / "checkpoints" / "step000002.ckpt", 2)
+    (folder / "metrics.csv").write_text("step,train/reward\n" + "".join(f"{s},0.{s}\n" for s in range(step)))
+    (folder / "val_outcomes").mkdir()
+    (folder / "val_outcomes" / "step000002.jsonl").write_text('{"id": "q1", "success": true}\n')
+    (folder / ".run.lock").write_text("4242\n")
+    (folder / ".metrics.csv.abc.tmp").write_text("half")
+    if finished:
+        (folder / FINISHED_MARK).write_text("{}\n")
+    return folder
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    root = tmp_path / "sweep"
+    job(root / "0_arm=trace_seed=0", step=5)
+    job(root / "1_arm=grpo_seed=0", step=7, finished=True)
+    job(root / "mc" / "M@2_seed11", step=3)  # a tuning sweep nests arm/point_seed
+    return root
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_save_carries_each_unfinished_job_with_its_last_checkpoint_and_logs_only(sweep, tmp_path):
+    outcomes = carry.save(sweep, tmp_path / "carry")
+    assert [(o.job, o.step, o.what) for o in outcomes] == [("0_arm=trace_seed=0", 5, "saved"), ("mc/M@2_seed11", 3, "saved")]
+    entry = tmp_path / "carry" / "0_arm=trace_seed=0"
+    manifest = json.loads((entry / "carry.json").read_text())
+    assert manifest["step"] == 5
+    # the periodic checkpoint, the lock and the temporary file stay behind; last.ckpt is listed last
+    assert [f["path"] for f in manifest["files"]] == ["metrics.csv", "val_outcomes/step000002.jsonl", "checkpoints/last.ckpt"]
+    for item in manifest["files"]:
+        source = sweep / "0_arm=trace_seed=0" / item["path"]
+        assert (entry / item["path"]).read_bytes() == source.read_bytes()
+        assert item == {"path": item["path"], "bytes": source.stat().st_size, "sha256": sha(source)}
+    assert not (tmp_path / "carry" / "1_arm=grpo_seed=0").exists()
+
+
+def test_load_gives_a_fresh_sweep_folder_every_carried_job_byte_for_byte(sweep, tmp_path):
+    carry.save(sweep, tmp_path / "carry")
+    fresh = tmp_path / "fresh"
+    outcomes = carry.load(tmp_path / "carry", fresh)
+    assert [(o.job, o.what) for o in outcomes] == [("0_arm=trace_seed=0", "loaded"), ("mc/M@2_seed11", "loaded")]
+    for name in ("0_arm=trace_seed=0", "mc/M@2_seed11"):
+        for rel in ("metrics.csv", "val_outcomes/step000002.jsonl", "checkpoints/last.ckpt"):
+            assert (fresh / name / rel).read_bytes() == (sweep / name / rel).read_bytes()
+        assert not (fresh / name / "checkpoints" / "step000002.ckpt").exists()
+        assert not (fresh / name / ".run.lock").exists()
+    assert carry.checkpoint_step(fresh / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt") == 5
+
+
+def test_load_leaves_a_job_that_is_finished_or_further_along_alone_and_replaces_one_behind(sweep, tmp_path):
+    carry.save(sweep, tmp_path / "carry")
+    there = tmp_path / "there"
+    job(there / "0_arm=trace_seed=0", step=6)  # ahead of the carried step 5
+    job(there / "mc" / "M@2_seed11", step=1)  # behind the carried step 3
+    outcomes = {o.job: o for o in carry.load(tmp_path / "carry", there)}
+    assert outcomes["0_arm=trace_seed=0"].what == "skipped"
+    assert outcomes["0_arm=trace_seed=0"].why == "its own last.ckpt is at step 6"
+    assert carry.checkpoint_step(there / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt") == 6
+    assert outcomes["mc/M@2_seed11"].what == "loaded"
+    assert carry.checkpoint_step(there / "mc" / "M@2_seed11" / "checkpoints" / "last.ckpt") == 3
+    (there / "mc" / "M@2_seed11" / FINISHED_MARK).write_text("{}\n")
+    again = {o.job: o for o in carry.load(tmp_path / "carry", there)}
+    assert (again["mc/M@2_seed11"].what, again["mc/M@2_seed11"].why) == ("skipped", "finished in the sweep folder")
+
+
+def test_save_again_keeps_an_unchanged_carry_replaces_a_newer_step_and_drops_a_finished_job(sweep, tmp_path):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    assert {o.what for o in carry.save(sweep, box)} == {"unchanged"}
+    checkpoint(sweep / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt", 9)
+    (sweep / "mc" / "M@2_seed11" / "tune_summary.json").write_text("{}\n")  # a scored tuning job
+    outcomes = {o.job: o.what for o in carry.save(sweep, box)}
+    assert outcomes == {"0_arm=trace_seed=0": "saved", "mc/M@2_seed11": "dropped"}
+    assert json.loads((box / "0_arm=trace_seed=0" / "carry.json").read_text())["step"] == 9
+    assert not (box / "mc" / "M@2_seed11").exists()
+    assert sorted(p.name for p in box.iterdir()) == ["0_arm=trace_seed=0", "mc"]  # no .tmp folder left
+
+
+def test_a_damaged_checkpoint_is_not_carried_and_the_earlier_carry_stays(sweep, tmp_path):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    last = sweep / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:100])
+    warnings = []
+    outcomes = {o.job: o.what for o in carry.save(sweep, box, warn=warnings.append)}
+    assert outcomes["0_arm=trace_seed=0"] == "left out"
+    assert len(warnings) == 1 and "cannot be read" in warnings[0] and "\n" not in warnings[0]
+    assert json.loads((box / "0_arm=trace_seed=0" / "carry.json").read_text())["step"] == 5
+
+
+def test_a_carried_file_changed_after_saving_leaves_that_job_out_in_one_line(sweep, tmp_path, capsys):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    with (box / "0_arm=trace_seed=0" / "metrics.csv").open("a") as f:
+        f.write("5,0.9\n")
+    assert carry_cli(["load", str(box), str(tmp_path / "fresh")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "metrics.csv no longer matches carry.json" in err[0]
+    assert not (tmp_path / "fresh" / "0_arm=trace_seed=0").exists()
+    assert (tmp_path / "fresh" / "mc" / "M@2_seed11" / "checkpoints" / "last.ckpt").exists()
+
+
+@pytest.mark.parametrize("path", ["../escape.csv", "/etc/passwd", "a/../../b", "./metrics.csv"])
+def test_a_manifest_naming_a_path_outside_its_job_is_refused(sweep, tmp_path, path):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    manifest = box / "0_arm=trace_seed=0" / "carry.json"
+    record = json.loads(manifest.read_text())
+    record["files"][0]["path"] = path
+    manifest.write_text(json.dumps(record))
+    warnings = []
+    outcomes = {o.job: o.what for o in carry.load(box, tmp_path / "fresh", warn=warnings.append)}
+    assert outcomes["0_arm=trace_seed=0"] == "left out"
+    assert "is not a path inside the job's folder" in warnings[0]
+    assert not (tmp_path / "escape.csv").exists()
+
+
+def test_the_command_refuses_folders_that_hold_one_another(sweep, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        carry_cli(["save", str(sweep), str(sweep / "carry")])
+    assert exit_info.value.code == 2
+    assert "must not hold one another" in capsys.readouterr().err
+
+
+def test_the_command_prints_a_line_per_job_and_a_count(sweep, tmp_path, capsys):
+    assert carry_cli(["save", str(sweep), str(tmp_path / "carry")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["[carry] 0_arm=trace_seed=0 (step 5): saved", "[carry] mc/M@2_seed11 (step 3): saved",
+                   "[carry] save: 2 saved"]
+
+
+# ---------------------------------------------------------------- a real run, stopped, carried and resumed
+
+RUN = [*SIGNAL, "logger=csv", "trainer.max_steps=4", "trainer.val_check_interval=2", "checkpoint.every_n_steps=2"]
+
+
+def logged(run_dir: Path) -> list[dict]:
+    """Metrics rows without wall-clock timings."""
+    return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in read_metrics(run_dir)]
+
+
+def test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted(tmp_path, monkeypatch,
+                                                                                         signal_credit):
+    whole = tmp_path / "whole"
+    train_tiny(whole, *RUN)
+    sweep = tmp_path / "sweep"
+    real = AgentRLModule.training_step
+
+    def stop_at_step_3(self, questions, batch_idx):
+        if self.global_step == 3:
+            raise Killed("the session ended")
+        return real(self, questions, batch_idx)
+
+    monkeypatch.setattr(AgentRLModule, "training_step", stop_at_step_3)
+    with pytest.raises(Killed):
+        train_tiny(sweep / "0_job", *RUN)
+    monkeypatch.setattr(AgentRLModule, "training_step", real)
+    assert carry_cli(["save", str(sweep), str(tmp_path / "carry")]) == 0  # the session's end
+    shutil.rmtree(sweep)  # a fresh checkout: no outputs/
+    assert carry_cli(["load", str(tmp_path / "carry"), str(sweep)]) == 0
+    assert carry.checkpoint_step(sweep / "0_job" / "checkpoints" / "last.ckpt") == 3
+    train_tiny(sweep / "0_job", *RUN, "resume=true")
+    expected, got = logged(whole), logged(sweep / "0_job")
+    assert [r["step"] for r in got] == [r["step"] for r in expected]
+    for want, have in zip(expected, got):
+        assert want.keys() == have.keys(), want["step"]
+        for key in want:
+            assert float(want[key]) == pytest.approx(float(have[key]), rel=1e-5, abs=1e-6), (want["step"], key)
+    final = [torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"] for run in (whole, sweep / "0_job")]
+    assert all(torch.equal(final[0][k], final[1][k]) for k in final[0])
+
+
+def test_the_finished_marks_are_those_the_training_and_tuning_jobs_write():
+    from agentcredit.analysis.tuning_jobs import TUNE_SUMMARY
+
+    assert set(carry.FINISHED_MARKS) == {FINISHED_MARK, TUNE_SUMMARY}
