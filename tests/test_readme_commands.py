@@ -130,9 +130,9 @@ COMMANDS = {
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     "python scripts/restore_sweep.py docs/results/compare_long outputs/multirun/compare_long": (
         "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
-    "python scripts/carry.py save outputs/multirun/<sweep> docs/results/<sweep>/carry": (
+    "python scripts/carry.py save outputs/multirun/<sweep> docs/results/carry/<sweep>": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
-    "python scripts/carry.py load docs/results/<sweep>/carry outputs/multirun/<sweep>": (
+    "python scripts/carry.py load docs/results/carry/<sweep> outputs/multirun/<sweep>": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
     "python scripts/compare.py outputs/multirun/compare_long docs/results/compare_long --export docs/results/compare_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
@@ -265,6 +265,22 @@ COMMANDS = {
     "python scripts/tune.py select src/agentcredit/conf/tuning/long.yaml outputs/tuning/long --out docs/results/tuning_long "
     "--arms-dir src/agentcredit/conf/arm --experiment-out src/agentcredit/conf/experiment/compare_long_tuned.yaml --steps 300": (
         "test", "tests/test_tuning.py::test_tune_command_plans_and_selects"),
+    "python scripts/restore_sweep.py docs/results/compare_long_tuned outputs/multirun/compare_long_tuned": (
+        "not run", "the tuned comparison's exported summaries exist once its first jobs finish; the same command on "
+        "compare_long runs in tests/test_resume_sweep.py"),
+    "python scripts/carry.py load docs/results/carry/compare_long_tuned outputs/multirun/compare_long_tuned": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    "python train.py -m experiment=compare_long_tuned resume=true": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
+    "python scripts/compare.py outputs/multirun/compare_long_tuned docs/results/compare_long_tuned "
+    "--export docs/results/compare_long_tuned": (
+        "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
+    "python scripts/carry.py save outputs/multirun/compare_long_tuned docs/results/carry/compare_long_tuned": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    "python scripts/carry.py save outputs/tuning/long docs/results/carry/tuning_long": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    "python scripts/carry.py load docs/results/carry/tuning_long outputs/tuning/long": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
     "python train.py -m experiment=compare_long_tuned": (
         "not run", "the experiment exists once `tune.py select --experiment-out` has written it after the sweep; "
                    "tests/test_tuning.py checks the file it writes composes"),

@@ -1,6 +1,6 @@
 """Carry a sweep's unfinished jobs (last checkpoint and logs) into a committed folder, and back.
 
-    python scripts/carry.py save SWEEP CARRY    # e.g. outputs/multirun/compare_long_tuned docs/results/compare_long_tuned/carry
+    python scripts/carry.py save SWEEP CARRY    # e.g. outputs/multirun/compare_long_tuned docs/results/carry/compare_long_tuned
     python scripts/carry.py load CARRY SWEEP    # on a fresh checkout, before `resume=true` (after restore_sweep.py)
 
 `save` copies each job of SWEEP that holds checkpoints/last.ckpt and has not finished, with carry.json (its step,

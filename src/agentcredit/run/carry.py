@@ -1,8 +1,8 @@
 """A sweep's unfinished jobs carried to another machine or a fresh checkout: each job's last checkpoint and logs
 copied into a committed folder (`save`), and back into a sweep folder (`load`), where `resume=true` continues them.
 
-    python scripts/carry.py save outputs/multirun/compare_long_tuned docs/results/compare_long_tuned/carry
-    python scripts/carry.py load docs/results/compare_long_tuned/carry outputs/multirun/compare_long_tuned
+    python scripts/carry.py save outputs/multirun/compare_long_tuned docs/results/carry/compare_long_tuned
+    python scripts/carry.py load docs/results/carry/compare_long_tuned outputs/multirun/compare_long_tuned
     python train.py -m experiment=compare_long_tuned resume=true      # carried jobs continue from their step
 
 Why: `restore_sweep.py` and `tune.py restore` give a fresh checkout back only the jobs that finished. A job
