@@ -227,8 +227,8 @@ def tuned_arm_yaml(arm_dir: Path, result: ArmResult) -> str:
     body["arm"] = f"{arm}_tuned"
     ci = f" [{_pct(point.interval[0])}, {_pct(point.interval[1])}]" if point.interval else ""
     head = (f"# @package _global_\n# Arm \"{arm}_tuned\": {arm} at the setting its tuning sweep chose, {point.point.name} "
-            f"(tuning-set accuracy {_pct(point.accuracy)}%{ci}; docs/results/tuning_long/tuning.md).   "
-            f"python train.py arm={arm}_tuned\n# Written by scripts/tune.py select; regenerate rather than edit.\n")
+            f"(tuning-set accuracy {_pct(point.accuracy)}%{ci}; docs/results/tuning_long/tuning.md).\n"
+            f"#   python train.py arm={arm}_tuned\n# Written by scripts/tune.py select; regenerate rather than edit.\n")
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
 
 
