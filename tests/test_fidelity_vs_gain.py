@@ -99,3 +99,20 @@ def test_runs_with_per_question_outcomes_give_a_panel_per_hop_count(tmp_path):
     assert four["bootstrap_over"] == "2 seeds × 2 questions"
     assert numbers["arms"][0]["gain_points"]["value"] == pytest.approx(25.0)
     assert plot_chart(numbers, tmp_path / "chart.png").stat().st_size > 0
+
+
+def test_a_tuned_arm_borrows_its_untuned_arms_fidelity_only_where_its_credit_is_the_same():
+    """grpo_tuned -> grpo etc.: the sweep chose a learning rate, or the credit's listed setting; were a tuned arm's
+    credit to differ from its untuned arm's, it would need a fidelity measurement of its own."""
+    from agentcredit.common.configs import compose_config, plain
+    from agentcredit.fidelity.methods import method_override
+
+    borrowed = {arm: method for arm, method in ARM_TO_FIDELITY_METHOD.items()
+                if arm.endswith("_tuned") and method != arm}
+    assert set(borrowed) == {"grpo_tuned", "budget_grpo_tuned", "trace_tuned", "prover_heuristic_tuned", "turn_critic_tuned"}
+    for arm in borrowed:
+        untuned = arm.removesuffix("_tuned")
+        assert ARM_TO_FIDELITY_METHOD[untuned] == borrowed[arm]
+        tuned_credit = plain(compose_config([f"arm={arm}"]).credit)
+        untuned_credit = plain(compose_config([method_override(untuned)]).credit)
+        assert tuned_credit == untuned_credit, arm
