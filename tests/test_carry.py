@@ -211,3 +211,30 @@ def test_the_finished_marks_are_those_the_training_and_tuning_jobs_write():
     from agentcredit.analysis.tuning_jobs import TUNE_SUMMARY
 
     assert set(carry.FINISHED_MARKS) == {FINISHED_MARK, TUNE_SUMMARY}
+
+
+def test_a_full_disk_during_save_is_one_line_and_the_earlier_carry_stays_whole(sweep, tmp_path, monkeypatch, capsys):
+    import errno
+
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    before = {p.relative_to(box): p.read_bytes() for p in box.rglob("*") if p.is_file()}
+    checkpoint(sweep / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt", 9)
+    real_copy, copies = shutil.copyfile, []
+
+    def fills_the_disk(src, dst):
+        copies.append(dst)
+        if len(copies) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(shutil, "copyfile", fills_the_disk)
+    with pytest.raises(SystemExit) as stop:
+        carry_cli(["save", str(sweep), str(box)])
+    assert str(stop.value).startswith("carry save: stopped: [Errno 28] No space left on device")
+    assert "\n" not in str(stop.value)
+    monkeypatch.setattr(shutil, "copyfile", real_copy)
+    after = {p.relative_to(box): p.read_bytes() for p in box.rglob("*") if p.is_file() and ".tmp" not in str(p)}
+    assert after == before  # the step-5 carry, whole; the half-built step-9 copy never replaced it
+    assert [o.what for o in carry.save(sweep, box)] == ["saved", "unchanged"]  # the next save finishes the job
+    assert sorted(p.name for p in (box).iterdir()) == ["0_arm=trace_seed=0", "mc"]
