@@ -102,3 +102,38 @@ def test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs(t
 def test_restore_of_a_folder_without_summaries_is_one_line(tmp_path):
     result = cli("scripts/restore_sweep.py", str(tmp_path), str(tmp_path / "sweep"), cwd=tmp_path)
     assert result.returncode == 2 and "holds no exported *.summary.json" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow  # a killed sweep, export, carry, restore and resume; carry alone: tests/test_carry.py (default suite)
+def test_a_session_ends_mid_sweep_and_a_fresh_checkout_finishes_it_from_committed_files(tiny_sweep, tmp_path):
+    """The tuned comparison's session workflow (docs/tuning.md, "Across sessions"): the sweep is killed in its second
+    job; its finished job is exported and its unfinished one carried; outputs/ is deleted (a fresh clone); restore
+    and carry load give it back, and resume=true ends with what an uninterrupted sweep holds."""
+    import shutil
+
+    reference, _ = tiny_sweep
+    sweep, exported, carried = tmp_path / "multirun", tmp_path / "results", tmp_path / "carry"
+    killed = cli("tests/die_in_job.py", "1", "1", *SWEEP, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    export = cli("scripts/compare.py", str(sweep), "--export", str(exported), cwd=tmp_path)
+    assert export.returncode == 0 and "cut short" in export.stderr, export.stderr[-2000:]
+    assert len(list(exported.glob("*.summary.json"))) == 1
+    saved = cli("scripts/carry.py", "save", str(sweep), str(carried), cwd=tmp_path)
+    assert saved.returncode == 0 and saved.stdout.strip().endswith("save: 1 saved"), saved.stdout + saved.stderr
+    shutil.rmtree(sweep)
+
+    assert cli("scripts/restore_sweep.py", str(exported), str(sweep), cwd=tmp_path).returncode == 0
+    loaded = cli("scripts/carry.py", "load", str(carried), str(sweep), cwd=tmp_path)
+    assert loaded.returncode == 0 and "(step 1): loaded" in loaded.stdout, loaded.stdout + loaded.stderr
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        hydra_cli(*SWEEP, f"hydra.sweep.dir={sweep}", "resume=true")
+    first, second = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert f"finished already ({first / 'test_summary.json'}), skipped" in out.getvalue()
+    assert f"continuing from {second / 'checkpoints' / 'last.ckpt'}" in out.getvalue()
+    uninterrupted = sorted(p for p in reference.iterdir() if p.is_dir())[1]
+    assert second.name == uninterrupted.name and same_rows(rows(uninterrupted), rows(second))
+    theirs, ours = (torch.load(j / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"] for j in (uninterrupted, second))
+    assert all(torch.equal(theirs[k], ours[k]) for k in theirs)
+    assert cli("scripts/carry.py", "save", str(sweep), str(carried), cwd=tmp_path).stdout.strip().endswith(
+        "save: 1 dropped")  # finished now: the carried copy is stale and goes
