@@ -281,14 +281,13 @@ COMMANDS = {
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
     "python scripts/carry.py load docs/results/carry/tuning_long outputs/tuning/long": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
-    "python train.py -m experiment=compare_long_tuned": (
-        "not run", "the experiment exists once `tune.py select --experiment-out` has written it after the sweep; "
-                   "tests/test_tuning.py checks the file it writes composes"),
+    "python train.py -m experiment=compare_long_tuned": (SLOW, SWEEP_SHRINK + ["seed=0", "arm=grpo_tuned"]),
     "python scripts/bench_step.py --threads 1 experiment=compare_long arm=…": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
     "benchmarks/bench_step.py --threads 1 --steps 3 experiment=compare_long arm=…": (
         "test", "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
-    "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),    # Tuning, the pilot that sets the tuned comparison's length
+    "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
+    # Tuning, the pilot that sets the tuned comparison's length
     "python train.py -m experiment=pilot_long arm=<best>_tuned,grpo_tuned": (
         "test", "tests/test_pilot.py::test_the_pilot_experiment_writes_the_curve_the_script_reads"),
     "python scripts/pilot_steps.py outputs/multirun/pilot_long/*/ --out docs/results/pilot_long/steps.json": (
