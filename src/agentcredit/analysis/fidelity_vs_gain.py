@@ -51,8 +51,7 @@ ARM_TO_FIDELITY_METHOD = {
     # The tuned comparison's arms (scripts/tune.py select). Where the chosen point moved only the learning rate or
     # left the credit at its listed setting, the credit is the untuned arm's and so is its fidelity; where it moved
     # the credit's form (GiGPO's γ, IGPO's gains, gold evidence's penalty, Monte Carlo's M and groups), the tuned
-    # arm's own credit is measured (`agentcredit fidelity add_to=... methods=[<arm>_tuned]`, docs/fidelity.md). The Monte
-    # Carlo value's tuned arm joins once its sweep is complete and its credit measured.
+    # arm's own credit is measured (`agentcredit fidelity add_to=... methods=[<arm>_tuned]`, docs/fidelity.md).
     "grpo_tuned": "grpo",
     "budget_grpo_tuned": "grpo",
     "trace_tuned": "trace",
@@ -61,6 +60,7 @@ ARM_TO_FIDELITY_METHOD = {
     "gigpo_tuned": "gigpo_tuned",
     "igpo_tuned": "igpo_tuned",
     "gold_evidence_tuned": "gold_evidence_tuned",
+    "mc_value_m2_mixed_tuned": "mc_value_m2_mixed_tuned",  # M = 4, mixed groups only (the arm keeps its M = 2 name)
 }
 
 FIDELITY = "within_rho"  # fidelity.json's within-rollout Spearman ρ (docs/fidelity.md)
