@@ -125,3 +125,13 @@ def test_the_pilot_experiment_writes_the_curve_the_script_reads(tmp_path, capsys
     printed = capsys.readouterr().out
     assert "1->2: gain" in printed and printed.splitlines()[0].startswith("grpo_seed20: validations 1: ")
     assert code == (0 if "flat from: 1" in printed else 1)
+
+
+def test_the_committed_pilot_regenerates_its_steps_json(tmp_path):
+    """docs/results/pilot_long: the two pilot runs' per-question validation outcomes (steps 50-400) give back the
+    committed steps.json byte for byte, and the rule's answer: both still rise from 300 to 400, so no N (exit 1)."""
+    results = Path(__file__).resolve().parents[1] / "docs" / "results" / "pilot_long"
+    runs = sorted(str(p) for p in results.glob("*_seed20"))
+    assert len(runs) == 2
+    assert pilot_steps.main([*runs, "--out", str(tmp_path / "steps.json")]) == 1
+    assert (tmp_path / "steps.json").read_bytes() == (results / "steps.json").read_bytes()

@@ -290,6 +290,8 @@ COMMANDS = {
     # Tuning, the pilot that sets the tuned comparison's length
     "python train.py -m experiment=pilot_long arm=<best>_tuned,grpo_tuned": (
         "test", "tests/test_pilot.py::test_the_pilot_experiment_writes_the_curve_the_script_reads"),
+    "python scripts/pilot_steps.py docs/results/pilot_long/*_seed20/": (
+        "test", "tests/test_pilot.py::test_the_committed_pilot_regenerates_its_steps_json"),
     "python scripts/pilot_steps.py outputs/multirun/pilot_long/*/ --out docs/results/pilot_long/steps.json": (
         "test", "tests/test_pilot.py::test_read_curve_and_the_script"),
 }
