@@ -290,6 +290,10 @@ COMMANDS = {
     # Tuning, the pilot that sets the tuned comparison's length
     "python train.py -m experiment=pilot_long arm=<best>_tuned,grpo_tuned": (
         "test", "tests/test_pilot.py::test_the_pilot_experiment_writes_the_curve_the_script_reads"),
+    "python scripts/carry.py load docs/results/carry/pilot_long outputs/multirun/pilot_long": (
+        "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    "python train.py -m experiment=pilot_long arm=budget_grpo_tuned,grpo_tuned trainer.max_steps=600 resume=true": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_killed_in_its_second_job_resumes_with_one_command"),
     "python scripts/pilot_steps.py docs/results/pilot_long/*_seed20/": (
         "test", "tests/test_pilot.py::test_the_committed_pilot_regenerates_its_steps_json"),
     "python scripts/pilot_steps.py outputs/multirun/pilot_long/*/ --out docs/results/pilot_long/steps.json": (
