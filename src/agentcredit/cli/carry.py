@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from agentcredit.records import check_output_path
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         step = f" (step {outcome.step})" if outcome.step is not None else ""
         why = f": {outcome.why}" if outcome.why and outcome.what != "left out" else ""
         print(f"[carry] {outcome.job}{step}: {outcome.what}{why}")
-    counts = {what: sum(o.what == what for o in outcomes) for what in dict.fromkeys(o.what for o in outcomes)}
+    counts = Counter(o.what for o in outcomes)  # in the order the outcomes first appear
     summary = ", ".join(f"{n} {what}" for what, n in counts.items()) or "no unfinished or carried jobs"
     print(f"[carry] {args.action}: {summary}")
     return 1 if counts.get("left out") else 0
