@@ -84,6 +84,23 @@ def test_load_gives_a_fresh_sweep_folder_every_carried_job_byte_for_byte(sweep, 
     assert carry.checkpoint_step(fresh / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt") == 5
 
 
+def test_hydra_job_names_are_carried_under_names_every_system_checks_out_and_come_back_exact(tmp_path):
+    # Hydra names a job `0_arm:trace+experiment:x+seed:0`; Windows refuses `:` and the carry folder is committed
+    names = ["0_arm:trace+experiment:x+seed:0", "1_lr:1e-4+tag:50%:a@b"]
+    for name in names:
+        job(tmp_path / "sweep" / name, step=4)
+    carry.save(tmp_path / "sweep", tmp_path / "carry")
+    carried = sorted(p.name for p in (tmp_path / "carry").iterdir())
+    assert carried == ["0_arm%3Atrace+experiment%3Ax+seed%3A0", "1_lr%3A1e-4+tag%3A50%25%3Aa@b"]
+    outcomes = carry.load(tmp_path / "carry", tmp_path / "fresh")
+    assert [(o.job, o.what) for o in outcomes] == [(name, "loaded") for name in names]
+    for name in names:
+        assert carry.checkpoint_step(tmp_path / "fresh" / name / "checkpoints" / "last.ckpt") == 4
+    assert carry.job_path(Path("mc") / "M@2_seed11") == "mc/M@2_seed11"
+    with pytest.raises(ValueError):
+        carry.job_path(Path("%2E%2E"))  # decodes to `..`
+
+
 def test_load_leaves_a_job_that_is_finished_or_further_along_alone_and_replaces_one_behind(sweep, tmp_path):
     carry.save(sweep, tmp_path / "carry")
     there = tmp_path / "there"

@@ -13,7 +13,8 @@ A job is a folder under the sweep holding `checkpoints/last.ckpt` and no finishe
 reads its last.ckpt and checks its digest first (a damaged one is not carried: one line, and the job's earlier
 carry stays), then copies every file of the folder but the periodic checkpoints (`checkpoints/step<N>.ckpt`: the
 last is enough to continue), the run lock and temporary files, into `<carry>/<the job's path under the sweep>/`,
-with `carry.json`: the step and each file's size and SHA-256. The copy is built beside the old one and swapped in,
+each folder name percent-encoded (`0_arm%3Atrace+seed%3A0` for the sweep's `0_arm:trace+seed:0`: Windows refuses
+`:` in a file name, and the carry folder is committed), with `carry.json`: the step and each file's size and SHA-256. The copy is built beside the old one and swapped in,
 so a kill during `save` leaves the previous carry whole. `save` also drops carried jobs that have finished in the
 sweep folder (their summaries are committed elsewhere).
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,10 +66,25 @@ class Manifest(BaseModel):
 
 @dataclass(frozen=True)
 class Outcome:
-    job: str  # the job's path under the sweep (and under the carry folder)
+    job: str  # the job's path under the sweep (percent-encoded under the carry folder: `carried_path`)
     step: int | None  # the carried checkpoint's step
     what: str  # "saved", "unchanged", "dropped", "loaded", "skipped", "left out"
     why: str = ""
+
+
+def carried_path(job: str) -> Path:
+    """Where a job (its path under the sweep) is carried: each folder name percent-encoded, so that `:` (from
+    Hydra's `key:value` job names) and `%` become `%3A` and `%25`. One to one, and every system can check it out."""
+    return Path(*(urllib.parse.quote(part, safe="+@=,") for part in Path(job).parts))
+
+
+def job_path(carried: Path) -> str:
+    """The job's path under the sweep, from its carried path (`carried_path` undone); ValueError if not a path
+    inside a sweep folder."""
+    parts = [safe_name(urllib.parse.unquote(part, errors="strict"), "carried job folder") for part in carried.parts]
+    if not parts:
+        raise ValueError("a carried job needs a folder name")
+    return Path(*parts).as_posix()
 
 
 def checkpoint_step(path: Path) -> int:
@@ -157,7 +174,7 @@ def save(sweep: Path, carry: Path, warn: Callable[[str], None] = print) -> list[
             warn(f"{error}; {name} not carried (its earlier carry, if any, stays)")
             outcomes.append(Outcome(name, None, "left out", str(error)))
             continue
-        target = carry / name
+        target = carry / carried_path(name)
         files = files_to_carry(job)
         if (target / MANIFEST).exists():
             try:
@@ -173,7 +190,10 @@ def save(sweep: Path, carry: Path, warn: Callable[[str], None] = print) -> list[
         _copy_job(job, files, target, step)
         outcomes.append(Outcome(name, step, "saved"))
     for entry in _entries(carry):
-        name = entry.parent.relative_to(carry).as_posix()
+        try:
+            name = job_path(entry.parent.relative_to(carry))
+        except ValueError:
+            continue  # not a folder `save` wrote; `load` names it
         if is_finished(sweep / name):
             shutil.rmtree(entry.parent)
             outcomes.append(Outcome(name, None, "dropped", "finished in the sweep folder"))
@@ -204,8 +224,9 @@ def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[
     for entry in _entries(carry):
         name = entry.parent.relative_to(carry).as_posix()
         try:
+            name = job_path(entry.parent.relative_to(carry))
             manifest = read_manifest(entry.parent)
-        except RecordError as error:
+        except (RecordError, ValueError) as error:
             warn(f"{error}; {name} left out")
             outcomes.append(Outcome(name, None, "left out", str(error)))
             continue
