@@ -6,7 +6,7 @@ copied into a committed folder (`save`), and back into a sweep folder (`load`), 
     python train.py -m experiment=compare_long_tuned resume=true      # carried jobs continue from their step
 
 Why: `restore_sweep.py` and `tune.py restore` give a fresh checkout back only the jobs that finished. A job
-longer than the time a machine is held (a Monte Carlo value job of 300 long-preset steps takes hours) then
+longer than the time a machine is held (a Monte Carlo value job of 500 long-preset steps takes hours) then
 starts again from step 0 every time and never finishes.
 
 A job is a folder under the sweep holding `checkpoints/last.ckpt` and no finished mark (`FINISHED_MARKS`). `save`
