@@ -11,10 +11,12 @@ import pytest
 
 from agentcredit.agent.rollout import RolloutWorker
 from agentcredit.analysis.comparison import VerdictSettings, markdown_report
-from agentcredit.analysis.comparison_runs import read_runs
+from agentcredit.analysis.comparison_runs import export_runs, read_runs, restore_finished
+from agentcredit.analysis.pilot import read_curve
 from agentcredit.lit.question_outcomes import drop_val_outcomes_after, outcomes_path, question_record
 from agentcredit.lit.run_folder import keep_logs_of
-from agentcredit.records.outcomes import TEST_OUTCOMES, read_outcomes
+from agentcredit.records import RecordError
+from agentcredit.records.outcomes import TEST_OUTCOMES, read_outcomes, read_val_outcomes, val_outcomes_name
 from agentcredit.world.types import Question
 from tiny_runs import read_metrics, train_tiny
 
@@ -131,6 +133,44 @@ def test_a_comparison_reads_the_outcomes_and_refuses_a_damaged_file(two_sample_r
     (damaged / TEST_OUTCOMES).write_text("\n".join(lines) + "\n")
     runs, left_out = read_runs(damaged.parent)
     assert runs == [] and len(left_out) == 1 and TEST_OUTCOMES in left_out[0] and "\n" not in left_out[0]
+
+
+def test_validation_outcomes_travel_through_export_and_restore_byte_for_byte(two_sample_run, tmp_path):
+    run, _ = two_sample_run
+    original = (run / "val_outcomes" / "step000002.jsonl").read_bytes()
+    runs, _ = read_runs(run.parent)
+    assert list(runs[0].val_outcomes) == [2] and len(runs[0].val_outcomes[2]) == 3
+    exported = tmp_path / "exported"
+    [summary] = export_runs(runs, exported)
+    stem = summary.name.removesuffix(".summary.json")
+    assert (exported / f"{stem}.val_outcomes" / "step000002.jsonl").read_bytes() == original
+    again, _ = read_runs(exported)
+    assert again[0].val_outcomes == runs[0].val_outcomes
+    [folder] = restore_finished(exported, tmp_path / "sweep")
+    assert (folder / "val_outcomes" / "step000002.jsonl").read_bytes() == original
+    assert read_curve(folder)[0].step == 2  # the pilot's reader takes a restored run as it is
+    # Refreshing the export with a run that no longer holds that validation removes its stale file and folder
+    again[0].val_outcomes = {}
+    export_runs(again, exported, refresh=True)
+    assert not (exported / f"{stem}.val_outcomes").exists()
+
+
+def test_validation_file_names_and_the_reader_by_hand(tmp_path):
+    assert val_outcomes_name(50) == "step000050.jsonl" and val_outcomes_name(0) == "step000000.jsonl"
+    for bad in (-1, 1_000_000, 2.0, True):
+        with pytest.raises(ValueError, match="integer from 0 to 999999"):
+            val_outcomes_name(bad)
+    assert read_val_outcomes(tmp_path / "absent") == {}
+    line = '{"id": "q1", "success": 1.0, "tool_calls": 2.0, "tokens": 9.0}\n'
+    (tmp_path / "step000100.jsonl").write_text(line)
+    (tmp_path / "step000050.jsonl").write_text(line.replace("1.0", "0.0", 1))
+    (tmp_path / "notes.txt").write_text("not a validation")
+    (tmp_path / "step50.jsonl").write_text("not six digits")
+    read = read_val_outcomes(tmp_path)
+    assert list(read) == [50, 100] and read[50][0].success == 0.0 and read[100][0].success == 1.0
+    (tmp_path / "step000150.jsonl").write_text('{"id": "q1"}\n')
+    with pytest.raises(RecordError, match="step000150.jsonl"):
+        read_val_outcomes(tmp_path)
 
 
 def test_a_bad_sample_count_is_one_line(tmp_path):

@@ -5,7 +5,9 @@ A run is read either from its run folder (``metrics.csv``, ``test_summary.json``
 or from the two small files ``export_runs`` writes for it (``<job>.summary.json`` and ``<job>.steps.csv``),
 so a published comparison regenerates from what is committed under ``docs/results/<name>/``. A run's
 per-question test outcomes (``test_outcomes.jsonl``, exported as ``<job>.test_outcomes.jsonl``; schema in
-``agentcredit.records.outcomes``) travel with it where the run wrote them. Every file
+``agentcredit.records.outcomes``) and per-question validation outcomes (``val_outcomes/step<NNNNNN>.jsonl``,
+exported as ``<job>.val_outcomes/step<NNNNNN>.jsonl``: the held-out learning curve, paired question by question
+across steps and arms) travel with it where the run wrote them. Every file
 is read against its schema in ``agentcredit.records.run``: a damaged run is left out of a comparison with
 one line naming the file (and line), never averaged in and never a traceback.
 """
@@ -19,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentcredit.records import RecordError, atomic_write_text, check_output_path, read_json_record, safe_name
-from agentcredit.records.outcomes import EXPORTED_OUTCOMES, TEST_OUTCOMES, OutcomeRecord, read_outcomes, write_outcomes
+from agentcredit.records.outcomes import (EXPORTED_OUTCOMES, EXPORTED_VAL_OUTCOMES, TEST_OUTCOMES, VAL_OUTCOMES,
+                                         OutcomeRecord, read_outcomes, read_val_outcomes, val_outcomes_name,
+                                         write_outcomes)
 from agentcredit.records.metrics import metrics_by_step
 from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read_run_config
 
@@ -27,7 +31,7 @@ from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read
 STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
                 "rollout/tool_calls", "time/step_s", "credit/accepted", "credit/verified", "credit/extra_tokens",
                 "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share")
-EXPORTED = ("*.summary.json", "*.steps.csv", f"*{EXPORTED_OUTCOMES}")
+EXPORTED = ("*.summary.json", "*.steps.csv", f"*{EXPORTED_OUTCOMES}", f"*{EXPORTED_VAL_OUTCOMES}/step*.jsonl")
 
 
 @dataclass
@@ -38,6 +42,7 @@ class Run:
     test: dict[str, float]
     steps: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> metric -> value
     outcomes: list[OutcomeRecord] | None = None  # one per test question; None: the run kept none
+    val_outcomes: dict[int, list[OutcomeRecord]] = field(default_factory=dict)  # step -> one per val question
 
     def series(self, key: str) -> list[tuple[int, float]]:
         return [(s, row[key]) for s, row in sorted(self.steps.items()) if key in row]
@@ -76,6 +81,7 @@ def read_run_folder(run: Path) -> Run:
         summary_path = run / "test_summary.json"
         summary = read_json_record(summary_path, RunSummary) if summary_path.exists() else RunSummary()
         outcomes = _read_outcomes(run / TEST_OUTCOMES)
+        val_outcomes = read_val_outcomes(run / VAL_OUTCOMES)
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
     test = summary.test()
@@ -90,7 +96,7 @@ def read_run_folder(run: Path) -> Run:
     except ValueError as error:
         raise UnreadableRun(f"{run / 'resolved_config.yaml'}: {error}") from None
     seed = summary.seed if summary.seed is not None else (config.seed if config else 0)
-    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r}, outcomes)
+    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r}, outcomes, val_outcomes)
 
 
 def steps_path_of(summary_path: Path) -> Path:
@@ -99,6 +105,15 @@ def steps_path_of(summary_path: Path) -> Path:
 
 def outcomes_path_of(summary_path: Path) -> Path:
     return summary_path.with_name(summary_path.name.replace(".summary.json", EXPORTED_OUTCOMES))
+
+
+def val_outcomes_folder_of(summary_path: Path) -> Path:
+    return summary_path.with_name(summary_path.name.replace(".summary.json", EXPORTED_VAL_OUTCOMES))
+
+
+def _write_val_outcomes(run: Run, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return [write_outcomes(folder / val_outcomes_name(step), records) for step, records in run.val_outcomes.items()]
 
 
 def read_exported(summary_path: Path) -> Run:
@@ -110,9 +125,10 @@ def read_exported(summary_path: Path) -> Run:
     steps = _read_steps(steps_path) if steps_path.exists() else {}
     try:
         outcomes = _read_outcomes(outcomes_path_of(summary_path))
+        val_outcomes = read_val_outcomes(val_outcomes_folder_of(summary_path))
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
-    return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps, outcomes)
+    return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps, outcomes, val_outcomes)
 
 
 def cut_short(run: Run) -> str | None:
@@ -154,7 +170,8 @@ def stale_exports(out: Path) -> list[Path]:
 
 
 def export_runs(runs: list[Run], out: Path, *, refresh: bool = False) -> list[Path]:
-    """``<job>.summary.json`` and ``<job>.steps.csv`` per run: small files a comparison regenerates from.
+    """``<job>.summary.json`` and ``<job>.steps.csv`` per run, with its per-question test and validation outcomes
+    where it kept them: the files a comparison regenerates from.
     `out` must be new or empty, so that no stale summary of an older export is mixed into the next
     comparison; with `refresh` (the caller read `out` as one of its inputs, so every run in it is in
     `runs` or was left out with a line) the older export's files not written again are removed after the
@@ -177,12 +194,16 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False) -> list[Pa
         keep.update((summary, steps_path_of(summary)))
         if run.outcomes is not None:
             keep.add(write_outcomes(outcomes_path_of(summary), run.outcomes))
+        if run.val_outcomes:
+            keep.update(_write_val_outcomes(run, val_outcomes_folder_of(summary)))
         atomic_write_text(summary, json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test},
                                               indent=1) + "\n")
         written.append(summary)
     for stale in before:
         if stale not in keep:
             stale.unlink(missing_ok=True)
+            if stale.parent != out and not any(stale.parent.iterdir()):
+                stale.parent.rmdir()  # a run's val_outcomes folder left empty
     return written
 
 
@@ -202,7 +223,8 @@ def _write_steps(run: Run, path: Path) -> None:
 
 
 def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
-    """Give each exported run back its job folder under ``sweep`` (``test_summary.json`` and ``metrics.csv``),
+    """Give each exported run back its job folder under ``sweep`` (``test_summary.json``, ``metrics.csv`` and the
+    per-question outcomes it kept),
     so that ``resume=true`` on a machine without the sweep's folder skips it instead of training it again, and
     compare.py reads the folder whole. A job folder that already holds a test summary is left as it is; one
     that holds anything else (an unfinished job: its metrics.csv, its checkpoints) is left alone with a line,
@@ -229,6 +251,8 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
         _write_steps(run, folder / "metrics.csv")
         if run.outcomes is not None:
             write_outcomes(folder / TEST_OUTCOMES, run.outcomes)
+        if run.val_outcomes:
+            _write_val_outcomes(run, folder / VAL_OUTCOMES)
         summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
         # Written last: it marks the job finished.
         atomic_write_text(folder / "test_summary.json", json.dumps(summary, indent=1) + "\n")

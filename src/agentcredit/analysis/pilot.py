@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentcredit.records.outcomes import VAL_OUTCOMES, read_outcomes
+from agentcredit.records.outcomes import VAL_OUTCOMES, read_val_outcomes
 
 
 @dataclass(frozen=True)
@@ -71,18 +71,11 @@ class Curve:
 
 def read_curve(run_dir: str | Path) -> list[Validation]:
     """The run folder's validations (val_outcomes/step*.jsonl), in step order; ValueError (one line) when none."""
-    folder = Path(run_dir) / VAL_OUTCOMES
-    files = sorted(folder.glob("step*.jsonl")) if folder.is_dir() else []
-    if not files:
-        raise ValueError(f"{run_dir} holds no validation outcomes ({VAL_OUTCOMES}/step*.jsonl): was it trained with "
-                         "experiment=pilot_long?")
-    curve = []
-    for path in files:
-        records = read_outcomes(path)
-        if not records:
-            raise ValueError(f"{path} holds no question")
-        curve.append(Validation(int(path.stem.removeprefix("step")), {r.id: float(r.success) for r in records}))
-    return curve
+    steps = read_val_outcomes(Path(run_dir) / VAL_OUTCOMES)  # RecordError, a ValueError, names a damaged file
+    if not steps:
+        raise ValueError(f"{run_dir} holds no validation outcomes ({VAL_OUTCOMES}/step*.jsonl): was it trained "
+                         "with experiment=pilot_long or compare_long_tuned?")
+    return [Validation(step, {r.id: float(r.success) for r in records}) for step, records in steps.items()]
 
 
 def window(before: Validation, after: Validation) -> Window:

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from agentcredit.agent.trajectory import Trajectory
-from agentcredit.records.outcomes import TEST_OUTCOMES, VAL_OUTCOMES, write_outcomes
+from agentcredit.records.outcomes import TEST_OUTCOMES, VAL_OUTCOMES, val_outcomes_name, write_outcomes
 from agentcredit.world.types import Question
 
 
@@ -58,7 +58,7 @@ def outcomes_path(run_dir: str | Path, stage: str, step: int) -> Path:
     if stage == "test":
         return Path(run_dir) / TEST_OUTCOMES
     if stage == "val":
-        return Path(run_dir) / VAL_OUTCOMES / f"step{int(step):06d}.jsonl"
+        return Path(run_dir) / VAL_OUTCOMES / val_outcomes_name(int(step))
     raise ValueError(f"outcomes are written for the 'test' and 'val' stages, not {stage!r}")
 
 

@@ -21,6 +21,7 @@ the file): a comparison pairs questions by id, and a damaged file would pair the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
@@ -34,6 +35,8 @@ from agentcredit.records.run import Count, Fraction, _no_bool
 TEST_OUTCOMES = "test_outcomes.jsonl"
 VAL_OUTCOMES = "val_outcomes"  # folder in a run folder: step<NNNNNN>.jsonl per validation (lit/question_outcomes.py)
 EXPORTED_OUTCOMES = ".test_outcomes.jsonl"  # <arm>_seed<k>.test_outcomes.jsonl beside <arm>_seed<k>.summary.json
+EXPORTED_VAL_OUTCOMES = ".val_outcomes"  # <arm>_seed<k>.val_outcomes/step<NNNNNN>.jsonl, the run's val_outcomes/
+_VAL_FILE = re.compile(r"step(\d{6})\.jsonl")
 
 
 class OutcomeRecord(BaseModel):
@@ -72,3 +75,24 @@ def write_outcomes(path: str | Path, records: Iterable[OutcomeRecord | dict]) ->
     lines = [json_line((r if isinstance(r, OutcomeRecord) else OutcomeRecord.model_validate(r)).model_dump())
              for r in records]
     return atomic_write_text(path, "".join(lines))
+
+
+def val_outcomes_name(step: int) -> str:
+    """The file of the validation after training step `step` in a val_outcomes folder: step<NNNNNN>.jsonl."""
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= 999_999:
+        raise ValueError(f"a validation's step must be an integer from 0 to 999999, got {step!r}")
+    return f"step{step:06d}.jsonl"
+
+
+def read_val_outcomes(folder: str | Path) -> dict[int, list[OutcomeRecord]]:
+    """Every validation of a val_outcomes folder by step, in step order ({} when the folder is absent); files
+    not named step<NNNNNN>.jsonl are not validations and are passed over. RecordError (one line) for a damaged file."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    steps = {}
+    for path in folder.iterdir():
+        match = _VAL_FILE.fullmatch(path.name)
+        if match and path.is_file():
+            steps[int(match.group(1))] = read_outcomes(path)
+    return dict(sorted(steps.items()))
