@@ -7,7 +7,8 @@ tokens generated per step (rollouts and continuations), step time, ProVer's acce
 verified groups) and continuation-token overhead (Σ extra tokens / Σ rollout tokens), TRACE's δ mean and
 spread. ``paired`` compares a run metric of each arm with a reference arm seed by seed; ``verdicts`` gives
 each arm's verdict against the reference (budget-matched GRPO where present, else GRPO), overall and per hop
-count, from the statistics of ``agentcredit.analysis.comparison_stats``.
+count, from the statistics of ``agentcredit.analysis.comparison_stats``; the held-out learning curves and whether
+each arm's runs had stopped rising are ``agentcredit.analysis.comparison_curves``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agentcredit.analysis.comparison_curves import curve_lines
 from agentcredit.analysis.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
     STEP_COLUMNS,
     Run,
@@ -290,6 +292,7 @@ def markdown_report(runs: list[Run], settings: VerdictSettings | None = None) ->
               "over training steps (area under the curve / steps). Tokens / step: policy tokens sampled per step, "
               "continuations included. Extra tokens: continuation tokens / rollout tokens."]
     lines += verdict_lines(runs, settings)
+    lines += curve_lines(arms)  # nothing for runs that kept no validation outcomes
     return "\n".join(lines) + "\n"
 
 

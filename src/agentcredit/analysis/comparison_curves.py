@@ -1,0 +1,67 @@
+"""A comparison's held-out learning curves (scripts/compare.py's report): each arm's validation accuracy by step,
+and whether its runs had stopped rising when training ended, by the pilot's rule (`agentcredit.analysis.pilot`).
+
+Why in the report: the comparison's length N came from a pilot of two runs on one seed; that N was "long enough"
+for the compared arms is a claim the comparison's own 5 seeds per arm can check. Each run validates on the same
+questions every `val_check_interval` steps (`val_outcomes/step<NNNNNN>.jsonl`, exported with the run); a run is
+*flat at the end* when its last window of `span` steps did not rise by the pilot's rule (gain below the rule's
+binomial standard error), and its flattening step is the pilot's (the first window start from which no window
+rises). The last window's gain is also given as a mean over seeds with its 95% t-interval, since one run's window
+is noisy (a 200-question validation has a standard error of about 3.5 points).
+"""
+
+from __future__ import annotations
+
+from agentcredit.analysis.comparison_runs import Run
+from agentcredit.analysis.comparison_stats import mean_ci
+from agentcredit.analysis.pilot import Curve, Validation, curve
+
+SPAN = 100  # the pilot's window (docs/tuning.md)
+
+
+def run_curve(run: Run, span: int = SPAN) -> Curve | None:
+    """The run's validations and windows; None when it kept no validation outcomes."""
+    if not run.val_outcomes:
+        return None
+    validations = [Validation(step, {r.id: float(r.success) for r in records})
+                   for step, records in run.val_outcomes.items()]
+    return curve(f"{run.arm}_seed{run.seed}", validations, span)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def curve_lines(arms: dict[str, list[Run]], span: int = SPAN) -> list[str]:
+    """The report's section: validation accuracy by step (mean over seeds) and each arm's last window."""
+    curves = {arm: [c for c in (run_curve(r, span) for r in runs) if c is not None] for arm, runs in arms.items()}
+    curves = {arm: cs for arm, cs in curves.items() if cs}
+    if not curves:
+        return []
+    steps = sorted({v.step for cs in curves.values() for c in cs for v in c.validations})
+    lines = ["", "Held-out learning curves: validation accuracy % by training step (mean over the arm's seeds; each "
+             "validation rolls out the same val questions once, never the tuning set or test):", "",
+             "| arm | " + " | ".join(str(s) for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    for arm, cs in curves.items():
+        cells = []
+        for step in steps:
+            values = [v.accuracy for c in cs for v in c.validations if v.step == step]
+            cells.append(_pct(sum(values) / len(values)) if values else "–")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines += ["", f"Did the runs stop rising? The last window of {span} steps per run, by the pilot's rule (rising: a "
+              "gain of at least the binomial standard error √(p(1−p)/n)):", "",
+              "| arm | last window | gain, points (mean over seeds, 95% t) | runs flat at the end | flat from, per seed |",
+              "|---|---|---|---|---|"]
+    for arm, cs in curves.items():
+        ended = [c for c in cs if c.windows]
+        if not ended:
+            lines.append(f"| {arm} | – | – | – | no two validations {span} steps apart |")
+            continue
+        ends = sorted({(c.windows[-1].start, c.windows[-1].end) for c in ended})
+        mean, half = mean_ci([c.windows[-1].gain * 100 for c in ended])
+        gain = f"{mean:+.1f}" + ("" if half is None else f" [{mean - half:+.1f}, {mean + half:+.1f}]")
+        flat = sum(not c.windows[-1].rising for c in ended)
+        flat_from = ", ".join("rising" if c.flat_from is None else str(c.flat_from) for c in ended)
+        window = ", ".join(f"{a} → {b}" for a, b in ends)
+        lines.append(f"| {arm} | {window} | {gain} | {flat} of {len(ended)} | {flat_from} |")
+    return lines

@@ -1,0 +1,47 @@
+"""The comparison report's held-out learning curves and its "did the runs stop rising?" table
+(agentcredit/analysis/comparison_curves.py), against hand-computed numbers."""
+
+from __future__ import annotations
+
+from agentcredit.analysis.comparison import markdown_report
+from agentcredit.analysis.comparison_curves import curve_lines, run_curve
+from agentcredit.analysis.comparison_runs import Run
+from agentcredit.records.outcomes import OutcomeRecord
+
+
+def _run(seed: int, successes: dict[int, list[int]], arm: str = "grpo") -> Run:
+    val = {step: [OutcomeRecord(id=f"q{i}", success=float(x), tool_calls=1.0, tokens=10.0) for i, x in enumerate(xs)]
+           for step, xs in successes.items()}
+    return Run(f"{seed}_job", arm, seed, {"test/accuracy": 0.5}, {1: {"train/reward": 0.1}}, None, val)
+
+
+# Four questions. Seed 0: 0, 2, 3 right at steps 0, 100, 200; seed 1: 1, 2, 2.
+SEED0 = _run(0, {0: [0, 0, 0, 0], 100: [1, 1, 0, 0], 200: [1, 1, 1, 0]})
+SEED1 = _run(1, {0: [1, 0, 0, 0], 100: [1, 1, 0, 0], 200: [1, 1, 0, 0]})
+
+
+def test_each_run_gets_the_pilot_rule_by_hand():
+    c0, c1 = run_curve(SEED0), run_curve(SEED1)
+    # seed 0, 100 -> 200: gain 0.25, p = 0.625, SE sqrt(0.625 * 0.375 / 4) = 0.2421: still rising
+    assert [(w.start, w.end) for w in c0.windows] == [(0, 100), (100, 200)]
+    assert c0.windows[1].gain == 0.25 and c0.windows[1].rising and c0.flat_from is None
+    # seed 1, 100 -> 200: gain 0: flat from 100 (0 -> 100 gained 0.25 >= its SE 0.2421)
+    assert c1.windows[0].rising and not c1.windows[1].rising and c1.flat_from == 100
+    assert run_curve(_run(2, {})) is None
+
+
+def test_the_section_gives_mean_accuracy_by_step_and_the_last_window_over_seeds():
+    lines = curve_lines({"grpo": [SEED0, SEED1]})
+    # means over the two seeds: (0 + 25) / 2, (50 + 50) / 2, (75 + 50) / 2
+    assert "| grpo | 12.5 | 50.0 | 62.5 |" in lines
+    # last-window gains 25 and 0 points: mean 12.5, sd 17.678, t(0.975, 1) = 12.706: half-width 158.8
+    assert "| grpo | 100 → 200 | +12.5 [-146.3, +171.3] | 1 of 2 | rising, 100 |" in lines
+
+
+def test_runs_without_validation_outcomes_leave_the_report_as_it_was():
+    plain = [Run(f"{s}_job", "grpo", s, {"test/accuracy": 0.5}, {1: {"train/reward": 0.1}}) for s in (0, 1)]
+    assert curve_lines({"grpo": plain}) == []
+    assert "Held-out learning curves" not in markdown_report(plain)
+    assert "Held-out learning curves" in markdown_report([SEED0, SEED1])
+    single = _run(0, {0: [0, 1, 0, 0]})  # one validation: no window
+    assert "| grpo | – | – | – | no two validations 100 steps apart |" in curve_lines({"grpo": [single]})
