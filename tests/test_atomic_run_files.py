@@ -26,7 +26,7 @@ from agentcredit.lit.checkpoint_io import VerifiedCheckpointIO
 from agentcredit.lit.loggers import AppendingWriter
 from agentcredit.lit.module import AgentRLModule
 from agentcredit.lit.run_folder import keep_logs_of
-from tiny_runs import SIGNAL, TINY, hydra_cli, read_metrics, train_tiny
+from tiny_runs import SIGNAL, TINY, hydra_cli, logged, read_metrics, train_tiny
 from write_faults import KILLED_STATUS, Killed, failing_writes
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -174,11 +174,6 @@ def uninterrupted(tmp_path_factory, signal_credit):
     out = tmp_path_factory.mktemp("uninterrupted")
     train_tiny(out, *RUN)
     return out
-
-
-def logged(run_dir: Path) -> list[dict]:
-    """Metrics rows without wall-clock timings."""
-    return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in read_metrics(run_dir)]
 
 
 def same_rows(expected: list[dict], got: list[dict]) -> None:

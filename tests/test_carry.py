@@ -17,7 +17,7 @@ from agentcredit.common.checkpoint_file import INTEGRITY_KEY, VERSION, checkpoin
 from agentcredit.lit.module import AgentRLModule
 from agentcredit.lit.run_folder import FINISHED_MARK
 from agentcredit.run import carry
-from tiny_runs import SIGNAL, read_metrics, train_tiny
+from tiny_runs import SIGNAL, logged, train_tiny
 from write_faults import Killed
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -186,11 +186,6 @@ def test_the_command_prints_a_line_per_job_and_a_count(sweep, tmp_path, capsys):
 # ---------------------------------------------------------------- a real run, stopped, carried and resumed
 
 RUN = [*SIGNAL, "logger=csv", "trainer.max_steps=4", "trainer.val_check_interval=2", "checkpoint.every_n_steps=2"]
-
-
-def logged(run_dir: Path) -> list[dict]:
-    """Metrics rows without wall-clock timings."""
-    return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in read_metrics(run_dir)]
 
 
 def test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted(tmp_path, monkeypatch,

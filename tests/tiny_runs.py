@@ -93,3 +93,10 @@ def agentcredit_cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.C
 def read_metrics(run_dir: Path) -> list[dict]:
     with open(Path(run_dir) / "metrics.csv") as f:
         return list(csv.DictReader(f))
+
+
+def logged(run_dir: Path) -> list[dict]:
+    """Metrics rows without wall-clock timings: what an interrupted and an uninterrupted run must share."""
+    return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in read_metrics(run_dir)]
+
+

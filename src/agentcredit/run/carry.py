@@ -208,21 +208,25 @@ def _entries(carry: Path) -> list[Path]:
                   if not any(part.endswith(".tmp") for part in entry.relative_to(carry).parts))
 
 
-def _damaged(entry: Path, manifest: Manifest) -> str | None:
+def _read_checked(entry: Path, manifest: Manifest) -> list[bytes] | str:
+    """Each carried file's bytes, read once and checked against carry.json; or why the job cannot be loaded."""
+    contents = []
     for item in manifest.files:
         path = entry / item.path
         if not path.is_file():
             return f"{path} is missing"
-        if path.stat().st_size != item.bytes or _sha256(path) != item.sha256:
+        data = path.read_bytes()
+        if len(data) != item.bytes or hashlib.sha256(data).hexdigest() != item.sha256:
             return f"{path} no longer matches {MANIFEST} (changed or cut short)"
-    return None
+        contents.append(data)
+    return contents
 
 
 def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
     """Copy every carried job into `sweep` where it is neither finished nor ahead there."""
     outcomes = []
     for entry in _entries(carry):
-        name = entry.parent.relative_to(carry).as_posix()
+        name = entry.parent.relative_to(carry).as_posix()  # the carried folder's, until its job's path is known
         try:
             name = job_path(entry.parent.relative_to(carry))
             manifest = read_manifest(entry.parent)
@@ -230,10 +234,10 @@ def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[
             warn(f"{error}; {name} left out")
             outcomes.append(Outcome(name, None, "left out", str(error)))
             continue
-        damage = _damaged(entry.parent, manifest)
-        if damage:
-            warn(f"{damage}; {name} left out")
-            outcomes.append(Outcome(name, manifest.step, "left out", damage))
+        contents = _read_checked(entry.parent, manifest)
+        if isinstance(contents, str):
+            warn(f"{contents}; {name} left out")
+            outcomes.append(Outcome(name, manifest.step, "left out", contents))
             continue
         job = sweep / name
         if is_finished(job):
@@ -247,9 +251,9 @@ def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[
             if there >= manifest.step:
                 outcomes.append(Outcome(name, manifest.step, "skipped", f"its own last.ckpt is at step {there}"))
                 continue
-        for item in manifest.files:  # last.ckpt is listed last (files_to_carry)
+        for item, data in zip(manifest.files, contents):  # last.ckpt is listed last (files_to_carry)
             destination = job / item.path
             destination.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(destination, (entry.parent / item.path).read_bytes())
+            atomic_write_bytes(destination, data)
         outcomes.append(Outcome(name, manifest.step, "loaded"))
     return outcomes
