@@ -45,7 +45,7 @@ def test_no_subcommand_or_an_unknown_one_is_one_line(capsys):
     assert "subcommands:" in capsys.readouterr().out
     assert run("trian") == 2
     assert capsys.readouterr().err == ("agentcredit: no subcommand 'trian'; one of: train, evaluate, fidelity, compare, "
-                                       "view, plot, restore, carry, base-policy, bench\n")
+                                       "view, plot, restore, carry, progress, base-policy, bench\n")
 
 
 def test_bench_runs_the_named_benchmark_of_the_checkout(capsys):

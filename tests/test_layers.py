@@ -47,6 +47,7 @@ ALLOWED = {
     "run.tuning_eval": {"run.evaluate", "run.compose", "analysis.tuning"} | LOWER,
     "analysis.fidelity_vs_gain": {"analysis.comparison", "analysis.comparison_runs"},
     "analysis.pilot": set(),
+    "analysis.sweep_progress": set(),
 }
 # The commands (agentcredit/cli/) are the entry points: they may import every area, and nothing imports them.
 ALLOWED["cli"] = set(ALLOWED)

@@ -132,6 +132,10 @@ COMMANDS = {
         "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
     "python scripts/carry.py save outputs/multirun/<sweep> docs/results/carry/<sweep>": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    "python scripts/progress.py outputs/multirun/<sweep>": (
+        "test", "tests/test_sweep_progress.py::test_the_command_prints_the_table_and_the_totals"),
+    "python scripts/progress.py outputs/multirun/compare_long_tuned": (
+        "test", "tests/test_sweep_progress.py::test_the_command_prints_the_table_and_the_totals"),
     "python scripts/carry.py load docs/results/carry/<sweep> outputs/multirun/<sweep>": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
     "python scripts/compare.py outputs/multirun/compare_long docs/results/compare_long --export docs/results/compare_long": (

@@ -32,6 +32,7 @@ SUBCOMMANDS = {
     "plot": Subcommand("plot_run", "learning curves of a run or a sweep, one PNG per metric"),
     "restore": Subcommand("restore_sweep", "give a sweep folder its finished jobs back from committed summaries"),
     "carry": Subcommand("carry", "carry a sweep's unfinished jobs (last checkpoint, logs) to a fresh checkout and back"),
+    "progress": Subcommand("progress", "how far a sweep has come and about how many job-hours of training are left"),
     "base-policy": Subcommand("build_base_policy", "build the tiny testbed's base policy (resumable)"),
     "bench": Subcommand("bench", "a benchmark of the checkout's benchmarks/ folder (step, rollout, env, ...)"),
 }

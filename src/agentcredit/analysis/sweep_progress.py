@@ -1,0 +1,161 @@
+"""How far a Hydra sweep of training jobs has come, and roughly how many job-hours of training steps are left
+(`agentcredit progress SWEEP`).
+
+Why: a comparison of 9 arms x 5 seeds x 500 long-preset steps is about 120 job-hours, run two jobs at a time over
+many working sessions, each continuing from the committed summaries and carried checkpoints. Each session then
+needs one figure: how much is left.
+
+The sweep's jobs are the product of the sweeper's parameters in its `multirun.yaml` (comma lists, e.g.
+`seed: 0,1,2,3,4` and `arm: grpo_tuned,...`). A job folder is matched to its job by its `.hydra/overrides.yaml`.
+A job is *finished* when it holds `test_summary.json` (written after its held-out test), *started* when its
+`metrics.csv` has logged training steps (those with `time/step_s`), else *not started*. Steps left are its
+`trainer.max_steps` (the job's resolved config, else the sweep's) minus its logged steps; their cost is that
+many times the median `time/step_s` of the job's last 100 steps, or, for a job not started, the median over
+the started jobs with the same parameters but the seed. Validations, held-out tests and start-ups are not
+counted (on the long preset about 10% more); step times are the machine's and its load's, so the figure is an
+estimate for this machine, not a promise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from agentcredit.records import RecordError
+from agentcredit.records.metrics import metrics_by_step
+
+FINISHED_MARK = "test_summary.json"  # lit/run_folder.FINISHED_MARK (this module stays below lit/)
+RECENT_STEPS = 100  # a job's step time: the median of its last this-many steps (rollouts lengthen as it learns)
+
+
+@dataclass
+class JobProgress:
+    params: dict[str, str]  # the sweep parameters' values, e.g. {"seed": "0", "arm": "grpo_tuned"}
+    folder: Path | None  # None: not started (no folder of its own yet)
+    max_steps: int
+    steps_done: int = 0
+    finished: bool = False
+    step_s: float | None = None  # its own median step time; None when it logged none
+    estimated_step_s: float | None = None  # for a job not started: that of its started siblings
+
+    @property
+    def state(self) -> str:
+        return "finished" if self.finished else "started" if self.steps_done else "not started"
+
+    @property
+    def hours_left(self) -> float | None:
+        if self.finished:
+            return 0.0
+        per_step = self.step_s if self.step_s is not None else self.estimated_step_s
+        return None if per_step is None else max(self.max_steps - self.steps_done, 0) * per_step / 3600
+
+
+def _sweep_config(sweep: Path) -> dict:
+    path = sweep / "multirun.yaml"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise RecordError(f"{path} is missing: is {sweep} the folder of a sweep (train.py -m ...)?") from None
+    except (OSError, yaml.YAMLError) as error:
+        raise RecordError(f"{path}: cannot be read ({str(error).splitlines()[0]})") from None
+    if not isinstance(config, dict):
+        raise RecordError(f"{path}: not a Hydra multirun.yaml")
+    return config
+
+
+def sweep_params(config: dict, where: Path) -> dict[str, list[str]]:
+    """The sweeper's parameters as lists of values; RecordError for sweep syntax other than comma lists."""
+    params = ((config.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
+    lists = {}
+    for key, value in params.items():
+        text = str(value)
+        if any(mark in text for mark in ("range(", "choice(", "interval(", "glob(", "[", "{")):
+            raise RecordError(f"{where}: sweep parameter {key}={text!r} is not a comma list; progress reads only those")
+        lists[str(key)] = [v.strip() for v in text.split(",")]
+    return lists
+
+
+def _overrides(folder: Path) -> dict[str, str]:
+    path = folder / ".hydra" / "overrides.yaml"
+    try:
+        items = yaml.safe_load(path.read_text()) or []
+    except (OSError, yaml.YAMLError):
+        return {}
+    pairs = (str(item).split("=", 1) for item in items if "=" in str(item))
+    return {key.lstrip("+~"): value for key, value in pairs}
+
+
+def _max_steps(config: dict | None) -> int | None:
+    steps = ((config or {}).get("trainer") or {}).get("max_steps")
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+
+
+def _job_max_steps(folder: Path) -> int | None:
+    try:
+        return _max_steps(yaml.safe_load((folder / "resolved_config.yaml").read_text()))
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _step_times(folder: Path, warn) -> list[float]:
+    path = folder / "metrics.csv"
+    if not path.exists():
+        return []
+    steps = metrics_by_step(path, ("time/step_s",), warn=warn)
+    return [row["time/step_s"] for row in steps.values() if "time/step_s" in row]
+
+
+def read_progress(sweep: str | Path, warn=print) -> list[JobProgress]:
+    """Every job of the sweep, in the sweeper's order; folders matching no job are named in a warning line."""
+    sweep = Path(sweep)
+    config = _sweep_config(sweep)
+    params = sweep_params(config, sweep / "multirun.yaml")
+    default_steps = _max_steps(config)
+    if default_steps is None:
+        raise RecordError(f"{sweep / 'multirun.yaml'}: no trainer.max_steps")
+    jobs = [JobProgress(dict(zip(params, values)), None, default_steps) for values in itertools.product(*params.values())]
+    by_key = {tuple(job.params.items()): job for job in jobs}
+    for folder in sorted(p for p in sweep.iterdir() if p.is_dir() and (p / ".hydra").is_dir()):
+        given = _overrides(folder)
+        job = by_key.get(tuple((key, given.get(key)) for key in params))
+        if job is None:
+            warn(f"{folder.name}: its overrides match no job of {sweep / 'multirun.yaml'}; left out")
+            continue
+        times = _step_times(folder, warn)
+        job.folder, job.steps_done, job.finished = folder, len(times), (folder / FINISHED_MARK).exists()
+        job.max_steps = _job_max_steps(folder) or default_steps
+        job.step_s = statistics.median(times[-RECENT_STEPS:]) if times else None
+    for job in jobs:
+        if job.step_s is None and not job.finished:
+            siblings = [other.step_s for other in jobs if other.step_s is not None and all(
+                other.params[k] == v for k, v in job.params.items() if k != "seed")]
+            job.estimated_step_s = statistics.median(siblings) if siblings else None
+    return jobs
+
+
+def progress_lines(jobs: list[JobProgress], parallel: int = 2) -> list[str]:
+    """A table, one line per job, and the totals."""
+    keys = list(jobs[0].params) if jobs else []
+    lines = ["| " + " | ".join(keys) + " | state | steps | s / step | job-hours left |",
+             "|" + "---|" * (len(keys) + 4)]
+    for job in jobs:
+        step_s = (f"{job.step_s:.1f}" if job.step_s is not None
+                  else f"~{job.estimated_step_s:.1f}" if job.estimated_step_s is not None else "?")
+        left = job.hours_left
+        lines.append("| " + " | ".join(job.params.values()) + f" | {job.state} | {job.steps_done}/{job.max_steps} | "
+                     f"{'–' if job.finished else step_s} | {'?' if left is None else f'{left:.2f}'} |")
+    counts = {state: sum(job.state == state for job in jobs) for state in ("finished", "started", "not started")}
+    known = [job.hours_left for job in jobs if job.hours_left is not None]
+    unknown = len(jobs) - len(known)
+    total = sum(known)
+    lines += ["", f"{len(jobs)} jobs: {counts['finished']} finished, {counts['started']} started, "
+              f"{counts['not started']} not started. About {total:.1f} job-hours of training steps left "
+              f"(about {total / parallel:.1f} hours {parallel} at a time)"
+              + (f"; {unknown} job{'s' * (unknown > 1)} without a measured step time ('?') not counted" if unknown else "")
+              + ". ~: the median of the started jobs of the same parameters but the seed. Validations, tests and "
+              "start-ups are not counted."]
+    return lines

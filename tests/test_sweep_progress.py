@@ -1,0 +1,87 @@
+"""`agentcredit progress`: a sweep's jobs, their state and the job-hours of training steps left, by hand
+(agentcredit/analysis/sweep_progress.py, agentcredit/cli/progress.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentcredit.analysis.sweep_progress import progress_lines, read_progress
+from agentcredit.cli.progress import main
+from agentcredit.records import RecordError
+
+
+def _job(sweep: Path, name: str, overrides: list[str], step_times: list[float], finished: bool = False) -> None:
+    folder = sweep / name
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (folder / "metrics.csv").write_text("step,time/step_s,val/accuracy\n"
+                                        + "".join(f"{i},{t},\n" for i, t in enumerate(step_times)) + "5,,0.5\n")
+    if finished:
+        (folder / "test_summary.json").write_text("{}\n")
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    root = tmp_path / "multirun" / "cmp"
+    root.mkdir(parents=True)
+    (root / "multirun.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"sweeper": {"params": {"seed": "0,1", "arm": "a,b"}}}, "trainer": {"max_steps": 10}}, sort_keys=False))
+    _job(root, "0_arm:a+seed:0", ["seed=0", "arm=a", "experiment=cmp"], [360.0] * 10, finished=True)
+    _job(root, "1_arm:b+seed:0", ["seed=0", "arm=b", "experiment=cmp"], [180.0, 540.0, 900.0, 1260.0])
+    return root
+
+
+def test_each_job_its_state_and_the_hours_left_by_hand(sweep):
+    jobs = read_progress(sweep)
+    assert [(j.params, j.state, j.steps_done) for j in jobs] == [
+        ({"seed": "0", "arm": "a"}, "finished", 10), ({"seed": "0", "arm": "b"}, "started", 4),
+        ({"seed": "1", "arm": "a"}, "not started", 0), ({"seed": "1", "arm": "b"}, "not started", 0)]
+    # (0, b): median of 180, 540, 900, 1260 s = 720 s; 6 steps left: 4,320 s = 1.2 h
+    assert jobs[1].step_s == 720.0 and jobs[1].hours_left == pytest.approx(1.2)
+    # not started: the step time of the started job of the same arm; 10 steps each: 1.0 h and 2.0 h
+    assert jobs[2].estimated_step_s == 360.0 and jobs[2].hours_left == pytest.approx(1.0)
+    assert jobs[3].hours_left == pytest.approx(2.0) and jobs[0].hours_left == 0.0
+    lines = progress_lines(jobs, parallel=2)
+    assert "| 0 | b | started | 4/10 | 720.0 | 1.20 |" in lines and "| 1 | a | not started | 0/10 | ~360.0 | 1.00 |" in lines
+    assert "1 finished, 1 started, 2 not started. About 4.2 job-hours of training steps left (about 2.1 hours" in lines[-1]
+
+
+def test_a_job_without_a_sibling_step_time_is_not_counted_and_said_so(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "multirun.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"sweeper": {"params": {"arm": "a,b"}}}, "trainer": {"max_steps": 4}}))
+    _job(root, "0_arm:a", ["arm=a"], [3600.0])
+    _job(root, "stray", ["arm=z"], [])
+    warned = []
+    jobs = read_progress(root, warned.append)
+    assert jobs[1].hours_left is None and jobs[0].hours_left == pytest.approx(3.0)
+    assert warned == [f"stray: its overrides match no job of {root / 'multirun.yaml'}; left out"]
+    assert "1 job without a measured step time ('?') not counted" in progress_lines(jobs)[-1]
+
+
+def test_what_it_cannot_read_is_one_line(tmp_path, capsys):
+    with pytest.raises(RecordError, match="multirun.yaml is missing"):
+        read_progress(tmp_path)
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"sweeper": {"params": {"lr": "range(1,3)"}}}, "trainer": {"max_steps": 4}}))
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 1 and "is not a comma list" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "multirun.yaml").write_text("hydra: [unclosed\n")
+    with pytest.raises(RecordError, match="cannot be read"):
+        read_progress(tmp_path)
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), "--parallel", "0"])
+    assert "--parallel 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_the_command_prints_the_table_and_the_totals(sweep, capsys):
+    assert main([str(sweep), "--parallel", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| seed | arm | state | steps | s / step | job-hours left |")
+    assert "About 4.2 job-hours of training steps left (about 4.2 hours 1 at a time)" in out
