@@ -223,3 +223,14 @@ def test_committed_report_regenerates_byte_for_byte(name, tmp_path):
     results = ROOT / "docs" / "results"
     assert main([*(str(results / f) for f in COMMITTED[name]), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "compare.md").read_text() == (results / name / "compare.md").read_text()
+
+
+def test_the_automatic_reference_prefers_budget_matched_grpo_then_the_tuned_arms():
+    from agentcredit.analysis.comparison import reference_of
+
+    assert reference_of({"grpo": [], "budget_grpo": [], "budget_grpo_tuned": []}, "auto") == "budget_grpo"
+    assert reference_of({"grpo_tuned": [], "budget_grpo_tuned": [], "trace_tuned": []}, "auto") == "budget_grpo_tuned"
+    assert reference_of({"grpo_tuned": [], "trace_tuned": []}, "auto") == "grpo_tuned"
+    assert reference_of({"grpo": [], "grpo_tuned": []}, "auto") == "grpo"
+    assert reference_of({"trace": []}, "auto") == "grpo"  # none present: the report says there is no reference run
+    assert reference_of({"grpo": [], "budget_grpo": []}, "trace") == "trace"

@@ -48,7 +48,7 @@ from agentcredit.records.run import TEST_KEYS  # noqa: F401
 @dataclass(frozen=True)
 class VerdictSettings:
     """What a report's verdicts depend on (scripts/compare.py's options): the reference arm ("auto":
-    budget_grpo where present, else grpo), the equivalence margin in accuracy points, α, and the bootstrap."""
+    budget_grpo where present, else budget_grpo_tuned, grpo, grpo_tuned), the equivalence margin in accuracy points, α, and the bootstrap."""
 
     reference: str = "auto"
     margin: float = 2.0
@@ -121,8 +121,13 @@ def paired(arm_runs: list[Run], reference: list[Run], key: str) -> dict | None:
             "n": n, "detectable": detectable_difference(sd, n) if sd is not None else None}
 
 
+AUTO_REFERENCES = ("budget_grpo", "budget_grpo_tuned", "grpo", "grpo_tuned")  # "auto": the first present
+
+
 def reference_of(arms, reference: str) -> str:
-    return ("budget_grpo" if "budget_grpo" in arms else "grpo") if reference == "auto" else reference
+    if reference != "auto":
+        return reference
+    return next((name for name in AUTO_REFERENCES if name in arms), "grpo")
 
 
 def _common_ids(runs: list[Run], hops: int | None = None) -> list[str] | None:

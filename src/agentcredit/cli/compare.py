@@ -12,7 +12,8 @@ Each folder is a multirun folder (run folders with metrics.csv) or an exported o
 *.steps.csv). Writes compare.md and learning_curves.png into --out (default: the first folder) and prints
 the markdown. --export must be a new or empty folder, or one of the folders read (a published comparison
 refreshed in place: its older files not written again are removed). A run with a damaged file is left out
-with one line. The reference is budget-matched GRPO where the runs hold it, else GRPO (--reference); the
+with one line. The reference is budget-matched GRPO where the runs hold it (budget_grpo, else budget_grpo_tuned), else GRPO
+(grpo, else grpo_tuned) (--reference); the
 statistics (a bootstrap over seeds and, where runs kept test_outcomes.jsonl, questions; Holm; TOST with the
 margin --margin) are agentcredit/analysis/comparison_stats.py's. See agentcredit/analysis/comparison.py for each column.
 """
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="where compare.md and learning_curves.png go")
     parser.add_argument("--export", type=Path, default=None, help="also write per-run summaries to this folder")
     parser.add_argument("--reference", default="auto",
-                        help="arm every other arm is compared with (auto: budget_grpo where present, else grpo)")
+                        help="arm every other arm is compared with (auto: the first present of budget_grpo, "
+                             "budget_grpo_tuned, grpo, grpo_tuned)")
     parser.add_argument("--margin", type=float, default=2.0, help="equivalence margin, accuracy points (TOST)")
     parser.add_argument("--alpha", type=float, default=0.05, help="level of every test (Holm-adjusted)")
     parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
