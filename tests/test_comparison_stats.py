@@ -234,3 +234,24 @@ def test_the_automatic_reference_prefers_budget_matched_grpo_then_the_tuned_arms
     assert reference_of({"grpo": [], "grpo_tuned": []}, "auto") == "grpo"
     assert reference_of({"trace": []}, "auto") == "grpo"  # none present: the report says there is no reference run
     assert reference_of({"grpo": [], "budget_grpo": []}, "trace") == "trace"
+
+
+def test_accuracy_by_hop_count_by_hand():
+    from agentcredit.analysis.comparison import VerdictSettings, hop_accuracy, hop_accuracy_lines
+    from agentcredit.analysis.comparison_runs import Run
+    from agentcredit.records.outcomes import OutcomeRecord
+
+    def run(seed, successes):
+        outcomes = [OutcomeRecord(id=q, hops=h, success=x, tool_calls=1.0, tokens=5.0) for q, h, x in successes]
+        return Run(f"{seed}", "a", seed, {"test/accuracy": 0.5}, {1: {"train/reward": 0.1}}, outcomes)
+
+    runs = [run(0, [("q1", 4, 1.0), ("q2", 4, 0.0), ("q3", 5, 1.0)]),
+            run(1, [("q1", 4, 0.0), ("q2", 4, 0.0), ("q3", 5, 1.0)])]
+    s = VerdictSettings(n_boot=500)
+    mean, ci, n = hop_accuracy(runs, 4, s)
+    assert (mean, n) == (25.0, 2) and 0.0 <= ci[0] <= 25.0 <= ci[1] <= 100.0  # (100 + 0 + 0 + 0) / 4
+    assert hop_accuracy(runs, 5, s) == (100.0, (100.0, 100.0), 1) and hop_accuracy(runs, 6, s) is None
+    lines = hop_accuracy_lines({"a": runs}, s)
+    assert lines[3] == "| arm | 4 hops | 5 hops |" and lines[5].startswith("| a | 25.0 [") and "(n=2)" in lines[5]
+    assert lines[5].endswith("| 100.0 [100.0, 100.0] (n=1) |")
+    assert hop_accuracy_lines({"a": [Run("0", "a", 0, {"test/accuracy": 0.5})]}, s) == []  # no records

@@ -224,6 +224,34 @@ def _cell(mean: float, ci: tuple[float, float] | None) -> str:
     return _num(mean) if ci is None else f"{_num(mean)} {_interval(ci)}"
 
 
+def hop_accuracy(runs: list[Run], hops: int, s: VerdictSettings) -> tuple[float, tuple[float, float] | None, int] | None:
+    """An arm's accuracy in points on the test questions of `hops` hops, its bootstrap 1 − α interval over seeds
+    and those questions, and their count; None when a run kept no records or none of that hop count."""
+    ids = _common_ids(runs, hops)
+    if not ids:
+        return None
+    values = _matrix(runs, ids)
+    return float(values.mean()), interval(values, 1 - s.alpha, s.n_boot, s.seed), len(ids)
+
+
+def hop_accuracy_lines(arms: dict[str, list[Run]], s: VerdictSettings) -> list[str]:
+    """Each arm's test accuracy per hop count (runs with per-question records only)."""
+    hops = hop_counts([r for runs in arms.values() for r in runs])
+    if not hops:
+        return []
+    level = round(100 * (1 - s.alpha))
+    lines = ["", f"Test accuracy % by hop count ({level}% bootstrap interval over seeds and that hop count's questions; "
+             "n: the questions every run of the arm answered):", "",
+             "| arm | " + " | ".join(f"{h} hops" for h in hops) + " |", "|---|" + "---|" * len(hops)]
+    for arm, arm_runs in arms.items():
+        cells = []
+        for h in hops:
+            found = hop_accuracy(arm_runs, h, s)
+            cells.append("–" if found is None else f"{_cell(found[0], found[1])} (n={found[2]})")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     """The report's verdict section: every arm against the reference, overall and per hop count."""
     arms = by_arm(runs)
@@ -255,6 +283,7 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
                      f"{_interval(c.ci_equivalence)} | {c.wins}/{c.seeds} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
     by_hops = {h: family for h, family in found.items() if h is not None}
+    lines += hop_accuracy_lines(arms, s)
     if by_hops:
         lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each):", "",
                   f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | wins | paired t p | "
