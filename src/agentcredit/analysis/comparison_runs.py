@@ -136,7 +136,7 @@ def cut_short(run: Run) -> str | None:
     if not run.steps:
         return "no training step logged (empty or header-only metrics.csv)"
     if "test/accuracy" not in run.test:
-        return f"no held-out test result (last logged step {max(run.steps)}; killed before the end?)"
+        return f"no held-out test result (last logged step {max(run.steps)}: still running, or stopped before the end)"
     return None
 
 
