@@ -85,3 +85,13 @@ def test_the_command_prints_the_table_and_the_totals(sweep, capsys):
     out = capsys.readouterr().out
     assert out.startswith("| seed | arm | state | steps | s / step | job-hours left |")
     assert "About 4.2 job-hours of training steps left (about 4.2 hours 1 at a time)" in out
+
+
+def test_a_restored_job_without_hydra_files_is_matched_by_its_folder_name(sweep):
+    # restore_sweep.py gives back test_summary.json and metrics.csv only, in the folder Hydra named the job
+    restored = sweep / "2_arm:a+experiment:cmp+seed:1"
+    restored.mkdir()
+    (restored / "metrics.csv").write_text("step,time/step_s\n" + "".join(f"{i},1.0\n" for i in range(10)))
+    (restored / "test_summary.json").write_text("{}\n")
+    jobs = read_progress(sweep)
+    assert jobs[2].params == {"seed": "1", "arm": "a"} and jobs[2].state == "finished" and jobs[2].hours_left == 0.0

@@ -6,7 +6,8 @@ many working sessions, each continuing from the committed summaries and carried 
 needs one figure: how much is left.
 
 The sweep's jobs are the product of the sweeper's parameters in its `multirun.yaml` (comma lists, e.g.
-`seed: 0,1,2,3,4` and `arm: grpo_tuned,...`). A job folder is matched to its job by its `.hydra/overrides.yaml`.
+`seed: 0,1,2,3,4` and `arm: grpo_tuned,...`). A job folder is matched to its job by its `.hydra/overrides.yaml`,
+or by its name where it has none (a finished job that restore_sweep.py gave back).
 A job is *finished* when it holds `test_summary.json` (written after its held-out test), *started* when its
 `metrics.csv` has logged training steps (those with `time/step_s`), else *not started*. Steps left are its
 `trainer.max_steps` (the job's resolved config, else the sweep's) minus its logged steps; their cost is that
@@ -80,13 +81,23 @@ def sweep_params(config: dict, where: Path) -> dict[str, list[str]]:
 
 
 def _overrides(folder: Path) -> dict[str, str]:
+    """The job's overrides: its .hydra/overrides.yaml, else its folder name (`<n>_key:value+key:value`, as
+    hydra.sweep.subdir writes it; a folder restore_sweep.py gave back holds no .hydra/)."""
     path = folder / ".hydra" / "overrides.yaml"
-    try:
-        items = yaml.safe_load(path.read_text()) or []
-    except (OSError, yaml.YAMLError):
-        return {}
-    pairs = (str(item).split("=", 1) for item in items if "=" in str(item))
+    if path.is_file():
+        try:
+            items = yaml.safe_load(path.read_text()) or []
+        except (OSError, yaml.YAMLError):
+            return {}
+        pairs = (str(item).split("=", 1) for item in items if "=" in str(item))
+    else:
+        _, _, dirname = folder.name.partition("_")
+        pairs = (item.split(":", 1) for item in dirname.split("+") if ":" in item)
     return {key.lstrip("+~"): value for key, value in pairs}
+
+
+def _is_job_folder(folder: Path) -> bool:
+    return folder.is_dir() and any((folder / name).exists() for name in (".hydra", "metrics.csv", FINISHED_MARK))
 
 
 def _max_steps(config: dict | None) -> int | None:
@@ -119,7 +130,7 @@ def read_progress(sweep: str | Path, warn=print) -> list[JobProgress]:
         raise RecordError(f"{sweep / 'multirun.yaml'}: no trainer.max_steps")
     jobs = [JobProgress(dict(zip(params, values)), None, default_steps) for values in itertools.product(*params.values())]
     by_key = {tuple(job.params.items()): job for job in jobs}
-    for folder in sorted(p for p in sweep.iterdir() if p.is_dir() and (p / ".hydra").is_dir()):
+    for folder in sorted(p for p in sweep.iterdir() if _is_job_folder(p)):
         given = _overrides(folder)
         job = by_key.get(tuple((key, given.get(key)) for key in params))
         if job is None:
