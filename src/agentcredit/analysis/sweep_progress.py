@@ -60,7 +60,8 @@ def _sweep_config(sweep: Path) -> dict:
     try:
         config = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise RecordError(f"{path} is missing: is {sweep} the folder of a sweep (train.py -m ...)?") from None
+        raise RecordError(f"{path} is missing: is {sweep} a sweep's folder? Hydra writes it when the sweep starts "
+                          "(python train.py -m ..., or the same command with resume=true)") from None
     except (OSError, yaml.YAMLError) as error:
         raise RecordError(f"{path}: cannot be read ({str(error).splitlines()[0]})") from None
     if not isinstance(config, dict):
