@@ -95,3 +95,10 @@ def test_a_restored_job_without_hydra_files_is_matched_by_its_folder_name(sweep)
     (restored / "test_summary.json").write_text("{}\n")
     jobs = read_progress(sweep)
     assert jobs[2].params == {"seed": "1", "arm": "a"} and jobs[2].state == "finished" and jobs[2].hours_left == 0.0
+
+
+def test_the_finished_mark_is_the_one_a_training_job_writes():
+    from agentcredit.analysis import sweep_progress
+    from agentcredit.lit.run_folder import FINISHED_MARK
+
+    assert sweep_progress.FINISHED_MARK == FINISHED_MARK  # written out there to stay below lit/

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from agentcredit.analysis.comparison_runs import Run
 from agentcredit.analysis.comparison_stats import mean_ci
-from agentcredit.analysis.pilot import Curve, Validation, curve
+from agentcredit.analysis.pilot import Curve, curve, validations
 
 SPAN = 100  # the pilot's window (docs/tuning.md)
 
@@ -23,9 +23,7 @@ def run_curve(run: Run, span: int = SPAN) -> Curve | None:
     """The run's validations and windows; None when it kept no validation outcomes."""
     if not run.val_outcomes:
         return None
-    validations = [Validation(step, {r.id: float(r.success) for r in records})
-                   for step, records in run.val_outcomes.items()]
-    return curve(f"{run.arm}_seed{run.seed}", validations, span)
+    return curve(f"{run.arm}_seed{run.seed}", validations(run.val_outcomes), span)
 
 
 def _pct(x: float) -> str:

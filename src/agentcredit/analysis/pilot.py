@@ -75,6 +75,11 @@ def read_curve(run_dir: str | Path) -> list[Validation]:
     if not steps:
         raise ValueError(f"{run_dir} holds no validation outcomes ({VAL_OUTCOMES}/step*.jsonl): was it trained "
                          "with experiment=pilot_long or compare_long_tuned?")
+    return validations(steps)
+
+
+def validations(steps: dict) -> list[Validation]:
+    """{step: that validation's per-question records} (records.outcomes.read_val_outcomes) as Validations."""
     return [Validation(step, {r.id: float(r.success) for r in records}) for step, records in steps.items()]
 
 
