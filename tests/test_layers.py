@@ -28,7 +28,7 @@ ALLOWED = {
     "checks.validation": {"checks.config_checks", "testbed", "lit", "judge"} | LOWER,
     "run.preemption": set(),
     "run.carry": set(),
-    "run.sweep": {"run.preemption"},
+    "run.sweep": {"run.preemption", "analysis.sweep_progress"},
     "run.compose": {"checks.validation", "testbed", "lit", "judge"} | LOWER,
     "run.evaluate": {"checks.validation", "checks.config_checks", "run.compose", "lit"} | LOWER,
     "run.train": {"checks.validation", "checks.secret_check", "run.compose", "run.evaluate", "run.sweep", "run.preemption",

@@ -90,3 +90,123 @@ def test_a_preempted_command_exits_143_with_one_line_and_no_traceback(tmp_path):
     assert len([line for line in stopped.stdout.splitlines() if "stopped by SIGTERM at step 2" in line]) == 1
     assert "Traceback" not in stopped.stderr
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+
+
+# ---------------------------------------------------------------- a sweep whose jobs run in worker processes (joblib)
+def test_the_sweep_process_passes_a_sigterm_on_to_its_workers_and_marks_the_folder(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from agentcredit.run import preemption
+    from agentcredit.run.sweep import STOP_MARK, pass_sigterm_to_workers, stop_requested
+
+    got = tmp_path / "worker_got_sigterm"
+    worker = subprocess.Popen([sys.executable, "-c", (
+        "import signal, sys, time, pathlib\n"
+        f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(got)!r}).write_text('yes'), sys.exit(0)))\n"
+        f"pathlib.Path({str(tmp_path / 'ready')!r}).write_text('')\n"
+        "time.sleep(60)\n")])
+    try:
+        while not (tmp_path / "ready").exists():
+            assert worker.poll() is None
+            time.sleep(0.05)
+        before = preemption.PROGRESS
+        preemption.PROGRESS = preemption.SweepProgress()
+        try:
+            pass_sigterm_to_workers(tmp_path)(signal.SIGTERM, None)
+            assert preemption.PROGRESS.received
+        finally:
+            preemption.PROGRESS = before
+        assert worker.wait(timeout=30) == 0 and got.read_text() == "yes"
+        assert (tmp_path / STOP_MARK).is_file() and stop_requested(tmp_path)
+    finally:
+        worker.kill()
+
+
+def test_a_worker_keeps_a_sigterm_handler_between_its_jobs_and_leaves_an_existing_one_alone():
+    from agentcredit.run import preemption
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a fresh joblib worker: nothing handles SIGTERM
+        preemption.keep_sigterm_handler()
+        assert signal.getsignal(signal.SIGTERM) is preemption._on_sigterm
+        own = lambda *a: None  # noqa: E731  (a handler someone else installed: kept)
+        signal.signal(signal.SIGTERM, own)
+        preemption.keep_sigterm_handler()
+        assert signal.getsignal(signal.SIGTERM) is own
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_stopped_joblib_sweep_lists_each_job_as_its_folder_shows_it(tmp_path):
+    import yaml
+
+    from agentcredit.run.sweep import folder_summary
+
+    sweep = tmp_path / "sweep"
+    for name, steps, finished in (("0_seed0", 4, True), ("1_seed1", 2, False)):
+        (sweep / name / ".hydra").mkdir(parents=True)
+        (sweep / name / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={name[-1]}"]))
+        (sweep / name / "metrics.csv").write_text("step,time/step_s\n" + "".join(f"{i},1.0\n" for i in range(steps)))
+        if finished:
+            (sweep / name / "test_summary.json").write_text("{}\n")
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["seed=0,1,2"]}},
+                                                         "trainer": {"max_steps": 4}}))
+    lines = folder_summary(sweep, "python train.py -m seed=0,1,2 resume=true")
+    assert lines == [f"[agentcredit] sweep stopped by SIGTERM: {sweep}",
+                     f"[agentcredit]   finished: {sweep / '0_seed0'}",
+                     f"[agentcredit]   stopped at step 2 of 4: {sweep / '1_seed1'}",
+                     "[agentcredit]   not started: seed=2",
+                     "[agentcredit] 1 finished, 1 stopped before the end, 1 not started; continue the sweep (finished "
+                     "jobs are skipped, the others continue from their last.ckpt): python train.py -m seed=0,1,2 resume=true"]
+    (sweep / "multirun.yaml").unlink()
+    lines = folder_summary(sweep, "cmd")
+    assert len(lines) == 2 and "cannot be listed" in lines[1] and lines[1].endswith(": cmd")
+
+
+def _logged_steps(folder: Path) -> int:
+    try:
+        return sum(1 for row in read_metrics(folder) if row.get("train/loss"))
+    except (OSError, ValueError):
+        return 0
+
+
+def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not_started(tmp_path):
+    """`kill <sweep pid>`: the signal reaches only the sweep's own process, whose jobs run in two joblib workers."""
+    import subprocess
+    import sys
+    import time
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
+            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, "trainer.max_steps=40", "trainer.val_check_interval=40",
+            "data.n_test=0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not all(_logged_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
+            assert sweep_process.poll() is None and time.monotonic() < deadline, sweep_process.communicate()
+            time.sleep(0.2)
+        sweep_process.send_signal(signal.SIGTERM)
+        out, err = sweep_process.communicate(timeout=300)
+    finally:
+        sweep_process.kill()
+    assert sweep_process.returncode == 143, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    summary = out[out.index("sweep stopped by SIGTERM"):]
+    for n in (0, 1):  # each running job saved the step it reached and said so
+        steps = _logged_steps(sweep / f"{n}_seed{n}")
+        assert 0 < steps < 40 and (sweep / f"{n}_seed{n}" / "checkpoints" / "last.ckpt").is_file()
+        assert f"stopped at step {steps} of 40: {sweep / f'{n}_seed{n}'}" in summary, summary
+    for n in (2, 3):  # no job started after the signal
+        assert not (sweep / f"{n}_seed{n}" / "metrics.csv").exists() and f"not started: seed={n}" in summary
+    assert "0 finished, 2 stopped before the end, 2 not started" in summary and "resume=true" in summary
+    resumed = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, "resume=true"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert [_logged_steps(sweep / f"{n}_seed{n}") for n in range(4)] == [40] * 4
+    assert not (sweep / "stopped_by_sigterm").exists()

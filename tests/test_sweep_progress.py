@@ -102,3 +102,21 @@ def test_the_finished_mark_is_the_one_a_training_job_writes():
     from agentcredit.lit.run_folder import FINISHED_MARK
 
     assert sweep_progress.FINISHED_MARK == FINISHED_MARK  # written out there to stay below lit/
+
+
+def test_a_sweep_given_on_the_command_line_is_read_from_its_overrides(tmp_path):
+    # `python train.py -m seed=0,1 trainer.devices=[0,1]`: Hydra keeps the sweep in hydra.overrides.task, not in params
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
+        "sweeper": {"params": {"arm": "a,b"}}, "overrides": {"task": ["seed=0,1", "trainer.devices=[0,1]", "+x=y"]}},
+        "trainer": {"max_steps": 4}}))
+    _job(root, "0_seed0", ["arm=a", "seed=1"], [1.0, 1.0])
+    jobs = read_progress(root)
+    assert [j.params for j in jobs] == [{"arm": "a", "seed": "0"}, {"arm": "a", "seed": "1"},
+                                        {"arm": "b", "seed": "0"}, {"arm": "b", "seed": "1"}]
+    assert jobs[1].state == "started" and jobs[1].steps_done == 2
+    (root / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["lr=interval(0,1)"]}},
+                                                        "trainer": {"max_steps": 4}}))
+    with pytest.raises(RecordError, match="is not a list of values"):
+        read_progress(root)

@@ -13,6 +13,9 @@ Under `-m` the jobs run one after another in this process: the interrupted job p
 later job is skipped without touching its folder, and the sweep ends with a summary (`sweep.SweepSummary`)
 of the jobs that finished, the one interrupted and those that did not run, with the command that continues
 the sweep, and status 143. A job's folder already finished is skipped by that command (`resume=true`).
+Where a launcher runs the jobs in worker processes (joblib), the sweep's process passes the signal on to
+them (`sweep.SweepSummary`) and each worker keeps this handler between its jobs (`keep_sigterm_handler`):
+the jobs running save and stop, and a worker that received the signal starts no further job.
 """
 
 from __future__ import annotations
@@ -73,6 +76,14 @@ def install_sigterm_handler():
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, _on_sigterm)
     return previous
+
+
+def keep_sigterm_handler() -> None:
+    """In a process that runs a sweep's jobs for another (a joblib worker), handle SIGTERM from now on, where
+    nothing handles it yet: a signal between two jobs is then recorded (the worker's next jobs do not start)
+    instead of ending the worker, which its launcher would report as a crash. PROGRESS is kept across jobs."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def restore_handler(previous) -> None:

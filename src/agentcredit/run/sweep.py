@@ -9,11 +9,18 @@
   do not start, and the summary lists the jobs that finished, the one interrupted and those that did
   not run, with the command that continues the sweep; exit status 143 (agentcredit/run/preemption.py).
   A job whose folder another run holds (lit/run_lock.py) is listed too, and the sweep ends with status 1.
+- Under a launcher that runs the jobs in worker processes (`hydra/launcher=joblib`, every comparison), the
+  signal reaches the sweep's own process only (`kill`, `pkill -f "experiment=..."`): it passes it on to its
+  worker processes, whose running jobs save and stop, and leaves a mark in the sweep folder (STOP_MARK) that
+  keeps any job not yet started from starting; the next run of the sweep removes the mark. The jobs' fates
+  are known there only from their folders, so the summary reads them (analysis/sweep_progress.py): finished,
+  stopped at step N, not started.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,10 +74,75 @@ def preempted_summary(sweep_dir: Path, progress: preemption.SweepProgress, comma
     return lines
 
 
+STOP_MARK = "stopped_by_sigterm"
+"""A file in a sweep's folder while a SIGTERM stops it: a job that would start finds it and does not."""
+
+IN_PROCESS_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
+
+
+def runs_jobs_in_this_process(config: DictConfig) -> bool:
+    return OmegaConf.select(config, "hydra.launcher._target_", default=IN_PROCESS_LAUNCHERS[0]) in IN_PROCESS_LAUNCHERS
+
+
+def stop_requested(sweep_dir: str | Path) -> bool:
+    return (Path(sweep_dir) / STOP_MARK).exists()
+
+
+def pass_sigterm_to_workers(sweep_dir: Path):
+    """The sweep process's SIGTERM handler when its jobs run in worker processes: record the signal, mark the
+    folder, and send the signal on to every child process (the launcher's workers; its resource trackers
+    ignore SIGTERM). A job's own subprocesses are its worker's to stop."""
+    import psutil
+
+    def handler(signum, frame) -> None:
+        preemption.PROGRESS.received = True
+        try:
+            (sweep_dir / STOP_MARK).write_text("a SIGTERM stopped this sweep; its next run removes this file\n")
+        except OSError:  # a full disk: the workers still get the signal, and each records it
+            pass
+        for child in psutil.Process().children():
+            try:
+                child.send_signal(signal.SIGTERM)
+            except psutil.Error:  # gone since the list was taken
+                pass
+
+    return handler
+
+
+def folder_summary(sweep_dir: Path, command: str) -> list[str]:
+    """The lines a SIGTERM-stopped sweep ends with when its jobs ran in other processes: each job's state
+    as its folder shows it (finished, stopped at step N with its last.ckpt, not started)."""
+    from agentcredit.analysis.sweep_progress import read_progress
+    from agentcredit.records import RecordError
+
+    head = f"[agentcredit] sweep stopped by SIGTERM: {sweep_dir}"
+    try:
+        jobs = read_progress(sweep_dir, warn=lambda line: None)
+    except RecordError as err:  # not a comma-list sweep, or no multirun.yaml: the folders alone say nothing
+        return [head, f"[agentcredit] its jobs' states cannot be listed ({err}); continue the sweep (finished jobs "
+                      f"are skipped): {command}"]
+    lines = [head]
+    for job in jobs:
+        if job.finished:
+            lines.append(f"[agentcredit]   finished: {job.folder}")
+        elif job.folder is not None and job.steps_done:
+            lines.append(f"[agentcredit]   stopped at step {job.steps_done} of {job.max_steps}: {job.folder}")
+        else:
+            lines.append(f"[agentcredit]   not started: {' '.join(f'{k}={v}' for k, v in job.params.items())}")
+    counts = [sum(job.state == state for job in jobs) for state in ("finished", "started", "not started")]
+    lines.append(f"[agentcredit] {counts[0]} finished, {counts[1]} stopped before the end, {counts[2]} not started; "
+                 f"continue the sweep (finished jobs are skipped, the others continue from their last.ckpt): {command}")
+    return lines
+
+
 class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        # The jobs run in this process: one handler for the whole sweep, so that a SIGTERM between jobs counts too.
+        sweep_dir = Path(config.hydra.sweep.dir)
+        (sweep_dir / STOP_MARK).unlink(missing_ok=True)  # an earlier stop's: this run of the sweep goes on
+        # One handler for the whole sweep, so that a SIGTERM between jobs counts too.
         self._previous_handler = preemption.install_sigterm_handler()
+        if not runs_jobs_in_this_process(config) and self._previous_handler is not None:
+            signal.signal(signal.SIGTERM, pass_sigterm_to_workers(sweep_dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         preemption.restore_handler(getattr(self, "_previous_handler", None))
@@ -78,7 +150,9 @@ class SweepSummary(Callback):
         progress = preemption.PROGRESS
         if progress.received:
             command = preemption.resume_command(sys.argv, "hydra.sweep.dir", sweep_dir.resolve())
-            print("\n".join(preempted_summary(sweep_dir, progress, command)), flush=True)
+            in_process = runs_jobs_in_this_process(config)
+            lines = preempted_summary(sweep_dir, progress, command) if in_process else folder_summary(sweep_dir, command)
+            print("\n".join(lines), flush=True)
             raise SystemExit(preemption.SIGTERM_STATUS)
         for refused in progress.refused:
             print(f"[agentcredit] not run: {refused}", flush=True)

@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 from agentcredit.common.configs import ConfigError, plain, run_dir_path
 from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
 from agentcredit.lit.run_lock import FolderInUse, hold_run_folder, launching_rank
-from agentcredit.run import preemption
+from agentcredit.run import preemption, sweep
 from agentcredit.run.preemption import Preempted, is_sigterm_stop
 from agentcredit.checks.validation import prepare_config
 from agentcredit.world.user import UserDataError
@@ -231,6 +231,12 @@ def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps
     return summary
 
 
+def sweep_dir() -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().sweep.dir
+
+
 def in_multirun() -> bool:
     try:
         from hydra.core.hydra_config import HydraConfig
@@ -279,8 +285,10 @@ def exit_on_one_line_error(err: BaseException) -> None:
 def run_job(cfg: DictConfig) -> float:
     """One Hydra job: `run`, with the command-line error handling described in the module docstring."""
     multirun = in_multirun()
-    if multirun and preemption.PROGRESS.received:  # a SIGTERM stopped the sweep: later jobs do not start
-        preemption.PROGRESS.not_run.append(run_dir_path(cfg))
+    if multirun:
+        preemption.keep_sigterm_handler()  # in a joblib worker: a signal between jobs stops the worker's next ones
+    if multirun and (preemption.PROGRESS.received or sweep.stop_requested(sweep_dir())):
+        preemption.PROGRESS.not_run.append(run_dir_path(cfg))  # a SIGTERM stopped the sweep: later jobs do not start
         return math.nan
     previous = None if multirun else preemption.install_sigterm_handler()  # under -m: SweepSummary's, for the sweep
     preemption.PROGRESS.in_job = True
