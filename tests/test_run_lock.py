@@ -71,3 +71,17 @@ def test_the_command_is_refused_before_hydra_rewrites_the_running_runs_record(tm
                                    "or choose another folder (hydra.run.dir)")
     assert record.read_text() == "- seed=1\n"
     assert sorted(p.name for p in run_dir.iterdir()) == [".hydra", LOCK_FILE]
+
+
+def test_a_joblib_sweep_says_which_job_its_workers_left_out(tmp_path, capsys):
+    """Under joblib the refusal happens in a worker process; the sweep's own process reads it from the folder."""
+    sweep = tmp_path / "sweep"
+    job = sweep / "1_seed1"
+    job.mkdir(parents=True)
+    with FileLock(str(job / LOCK_FILE), timeout=0):
+        with pytest.raises(SystemExit) as stopped:
+            hydra_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", f"hydra.sweep.dir={sweep}",
+                      "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *TINY)
+    assert "1 job(s) of the sweep did not run" in str(stopped.value.code)
+    assert f"not run: {job.resolve()} is in use by another run" in capsys.readouterr().out
+    assert (sweep / "0_seed0" / "test_summary.json").is_file() and not (job / "checkpoints").exists()

@@ -88,6 +88,27 @@ def stop_requested(sweep_dir: str | Path) -> bool:
     return (Path(sweep_dir) / STOP_MARK).exists()
 
 
+REFUSED_LIST = "refused_jobs.txt"
+"""The jobs of a sweep's run whose folder another run held, one line each: written by the process that ran the
+job (a joblib worker, or the sweep's own), read by the sweep's summary, removed when the sweep runs again."""
+
+
+def record_refusal(sweep_dir: str | Path, line: str) -> None:
+    try:
+        with open(Path(sweep_dir) / REFUSED_LIST, "a") as f:
+            f.write(line.replace("\n", " ") + "\n")
+    except OSError:  # a full disk: the job's own process still logged it
+        pass
+
+
+def refused_jobs(sweep_dir: Path, in_this_process: list[str]) -> list[str]:
+    try:
+        recorded = (sweep_dir / REFUSED_LIST).read_text().splitlines()
+    except OSError:
+        recorded = []
+    return list(dict.fromkeys([*in_this_process, *recorded]))
+
+
 def pass_sigterm_to_workers(sweep_dir: Path):
     """The sweep process's SIGTERM handler when its jobs run in worker processes: record the signal, mark the
     folder, and send the signal on to every child process (the launcher's workers; its resource trackers
@@ -139,6 +160,7 @@ class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         (sweep_dir / STOP_MARK).unlink(missing_ok=True)  # an earlier stop's: this run of the sweep goes on
+        (sweep_dir / REFUSED_LIST).unlink(missing_ok=True)  # an earlier run's refusals
         # One handler for the whole sweep, so that a SIGTERM between jobs counts too.
         self._previous_handler = preemption.install_sigterm_handler()
         if not runs_jobs_in_this_process(config) and self._previous_handler is not None:
@@ -154,11 +176,12 @@ class SweepSummary(Callback):
             lines = preempted_summary(sweep_dir, progress, command) if in_process else folder_summary(sweep_dir, command)
             print("\n".join(lines), flush=True)
             raise SystemExit(preemption.SIGTERM_STATUS)
-        for refused in progress.refused:
-            print(f"[agentcredit] not run: {refused}", flush=True)
+        refused = refused_jobs(sweep_dir, progress.refused)  # jobs run by joblib workers wrote theirs to the folder
+        for line in refused:
+            print(f"[agentcredit] not run: {line}", flush=True)
         failed = failed_jobs(sweep_dir)
-        if not failed and progress.refused:
-            raise SystemExit(f"[agentcredit] {len(progress.refused)} job(s) of the sweep did not run: their folders are in use")
+        if not failed and refused:
+            raise SystemExit(f"[agentcredit] {len(refused)} job(s) of the sweep did not run: their folders are in use")
         if not failed:
             print(f"[agentcredit] sweep finished, all jobs ran: {sweep_dir}", flush=True)
             return

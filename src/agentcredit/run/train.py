@@ -308,6 +308,7 @@ def run_job(cfg: DictConfig) -> float:
             raise
         if isinstance(err, FolderInUse):  # the folder is another run's: nothing of this job is written into it
             preemption.PROGRESS.refused.append(str(err))
+            sweep.record_refusal(sweep_dir(), str(err))  # for the sweep's summary, where this is a worker process
             log.error(f"job not run, the sweep goes on: {err}")
             return math.nan
         path = record_failure(run_dir_path(cfg), err)
