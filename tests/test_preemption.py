@@ -166,6 +166,28 @@ def test_a_stopped_joblib_sweep_lists_each_job_as_its_folder_shows_it(tmp_path):
     assert len(lines) == 2 and "cannot be listed" in lines[1] and lines[1].endswith(": cmd")
 
 
+def test_a_job_that_finds_the_stop_mark_does_not_start(tmp_path, monkeypatch, capsys):
+    """A worker loky started after the signal (it replaces one whose memory grew) learns of it from the mark."""
+    from agentcredit.lit.module import AgentRLModule
+    from agentcredit.run.sweep import STOP_MARK
+
+    sweep = tmp_path / "sweep"
+    training_step = AgentRLModule.training_step
+
+    def marked_there(self, questions, batch_idx):
+        if self.global_step == 1:  # what the sweep's process leaves when a SIGTERM reaches it
+            (sweep / STOP_MARK).write_text("")
+        return training_step(self, questions, batch_idx)
+
+    monkeypatch.setattr(AgentRLModule, "training_step", marked_there)
+    with pytest.raises(SystemExit) as stopped:
+        hydra_cli("-m", "seed=0,1", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT)
+    out = capsys.readouterr().out
+    assert stopped.value.code == 143, out[-3000:]
+    assert f"finished: {sweep / '0_seed0'}" in out and f"did not run: {sweep / '1_seed1'}" in out
+    assert not (sweep / "1_seed1" / "metrics.csv").exists()
+
+
 def _logged_steps(folder: Path) -> int:
     try:
         return sum(1 for row in read_metrics(folder) if row.get("train/loss"))

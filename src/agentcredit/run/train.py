@@ -287,8 +287,12 @@ def run_job(cfg: DictConfig) -> float:
     multirun = in_multirun()
     if multirun:
         preemption.keep_sigterm_handler()  # in a joblib worker: a signal between jobs stops the worker's next ones
-    if multirun and (preemption.PROGRESS.received or sweep.stop_requested(sweep_dir())):
-        preemption.PROGRESS.not_run.append(run_dir_path(cfg))  # a SIGTERM stopped the sweep: later jobs do not start
+    if multirun and not preemption.PROGRESS.received and sweep.stop_requested(sweep_dir()):
+        # The sweep's process was stopped after this process last heard from it: loky replaces a worker whose
+        # memory grew by 300 MB after its job, and the new one never received the signal.
+        preemption.PROGRESS.received = True
+    if multirun and preemption.PROGRESS.received:  # a SIGTERM stopped the sweep: later jobs do not start
+        preemption.PROGRESS.not_run.append(run_dir_path(cfg))
         return math.nan
     previous = None if multirun else preemption.install_sigterm_handler()  # under -m: SweepSummary's, for the sweep
     preemption.PROGRESS.in_job = True
