@@ -31,16 +31,16 @@ def test_the_resume_command_names_the_folder_and_replaces_the_folder_and_checkpo
     assert line.startswith("[agentcredit] stopped by SIGTERM at step 3 (") and "holds step 3" in line and "\n" not in line
 
 
-def sigterm_at(monkeypatch, step: int, prefix: str = "") -> None:
-    """SIGTERM to this process at the start of training step `step` of the run whose folder starts with `prefix`
-    (tests/term_in_job.py does the same to a command line)."""
+def sigterm_at(monkeypatch, step: int, prefix: str = "", signum: int = signal.SIGTERM) -> None:
+    """SIGTERM (or `signum`) to this process at the start of training step `step` of the run whose folder starts
+    with `prefix` (tests/term_in_job.py does the same to a command line)."""
     from agentcredit.lit.module import AgentRLModule
 
     training_step = AgentRLModule.training_step
 
     def preempted_there(self, questions, batch_idx):
         if self.global_step == step and Path(self.settings.samples_dir).name.startswith(prefix):
-            os.kill(os.getpid(), signal.SIGTERM)  # handled between bytecodes: the step itself runs to its end
+            os.kill(os.getpid(), signum)  # handled between bytecodes: the step itself runs to its end
         return training_step(self, questions, batch_idx)
 
     monkeypatch.setattr(AgentRLModule, "training_step", preempted_there)
@@ -65,6 +65,38 @@ def test_sigterm_saves_names_the_step_and_the_resume_command_and_exits_143(tmp_p
     assert "continuing from" in capsys.readouterr().out
     assert [int(r["step"]) for r in read_metrics(run_dir) if r.get("train/loss")] == [0, 1, 2, 3]
     assert (run_dir / "test_summary.json").is_file()
+
+
+def test_ctrl_c_stops_after_the_step_with_last_ckpt_saved_and_exits_130(tmp_path, monkeypatch, capsys):
+    run_dir = tmp_path / "run"
+    sigterm_at(monkeypatch, 1, signum=signal.SIGINT)  # Ctrl-C in the terminal during step 1
+    with pytest.raises(SystemExit) as stopped:
+        hydra_cli(f"hydra.run.dir={run_dir}", *SHORT)
+    captured = capsys.readouterr()
+    assert stopped.value.code == 130, captured.out[-3000:] + captured.err[-3000:]
+    assert "Ctrl-C: stopping after the step in progress" in captured.err and "Traceback" not in captured.err
+    lines = [line for line in captured.out.splitlines() if "stopped by" in line]
+    assert len(lines) == 1 and lines[0].startswith("[agentcredit] stopped by Ctrl-C at step 2 (") and "holds step 2" in lines[0]
+    assert [int(r["step"]) for r in read_metrics(run_dir) if r.get("train/loss")] == [0, 1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is the run's only
+    monkeypatch.undo()
+    hydra_cli(*shlex.split(re.search(r"resume: (.*)$", lines[0]).group(1))[2:])
+    assert [int(r["step"]) for r in read_metrics(run_dir) if r.get("train/loss")] == [0, 1, 2, 3]
+
+
+def test_a_second_ctrl_c_stops_at_once():
+    from agentcredit.run import preemption
+
+    before, previous = preemption.PROGRESS, signal.getsignal(signal.SIGINT)
+    preemption.PROGRESS = preemption.SweepProgress(received=True, ctrl_c=1)
+    try:
+        signal.signal(signal.SIGINT, preemption._on_ctrl_c)
+        with pytest.raises(KeyboardInterrupt):
+            preemption._on_ctrl_c(signal.SIGINT, None)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # a third one is Python's own
+    finally:
+        preemption.PROGRESS = before
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_sigterm_stops_a_sweep_with_a_summary_of_every_job_and_exit_143(tmp_path, monkeypatch, capsys):
@@ -195,8 +227,10 @@ def _logged_steps(folder: Path) -> int:
         return 0
 
 
-def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not_started(tmp_path):
-    """`kill <sweep pid>`: the signal reaches only the sweep's own process, whose jobs run in two joblib workers."""
+@pytest.mark.parametrize("how", ["kill", pytest.param("ctrl_c", marks=pytest.mark.slow)])
+def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not_started(tmp_path, how):
+    """`kill <sweep pid>`: the signal reaches only the sweep's own process, whose jobs run in two joblib workers.
+    Ctrl-C in a terminal: SIGINT reaches every process of the group, the sweep's and its workers'."""
     import subprocess
     import sys
     import time
@@ -207,19 +241,22 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
             "data.n_test=0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
     sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not all(_logged_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
             assert sweep_process.poll() is None and time.monotonic() < deadline, sweep_process.communicate()
             time.sleep(0.2)
-        sweep_process.send_signal(signal.SIGTERM)
+        if how == "kill":
+            sweep_process.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(sweep_process.pid, signal.SIGINT)  # the terminal's foreground group: this sweep's processes
         out, err = sweep_process.communicate(timeout=300)
     finally:
         sweep_process.kill()
-    assert sweep_process.returncode == 143, out[-3000:] + err[-3000:]
+    assert sweep_process.returncode == (143 if how == "kill" else 130), out[-3000:] + err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    summary = out[out.index("sweep stopped by SIGTERM"):]
+    summary = out[out.index(f"sweep stopped by {'SIGTERM' if how == 'kill' else 'Ctrl-C'}"):]
     for n in (0, 1):  # each running job saved the step it reached and said so
         steps = _logged_steps(sweep / f"{n}_seed{n}")
         assert 0 < steps < 40 and (sweep / f"{n}_seed{n}" / "checkpoints" / "last.ckpt").is_file()

@@ -16,10 +16,15 @@ the sweep, and status 143. A job's folder already finished is skipped by that co
 Where a launcher runs the jobs in worker processes (joblib), the sweep's process passes the signal on to
 them (`sweep.SweepSummary`) and each worker keeps this handler between its jobs (`keep_sigterm_handler`):
 the jobs running save and stop, and a worker that received the signal starts no further job.
+
+Ctrl-C (SIGINT) takes the same path: the first one prints that the run stops after the step in progress and
+sends this process a SIGTERM, so the step ends, last.ckpt is saved and the same lines follow, naming Ctrl-C,
+with status 130; a second Ctrl-C stops at once (KeyboardInterrupt, as without this handler).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SIGTERM_STATUS = 128 + signal.SIGTERM  # 143
+CTRL_C_STATUS = 128 + signal.SIGINT  # 130
 
 # Arguments the resume command replaces: it names the folder itself and continues its own last.ckpt.
 REPLACED = ("hydra.run.dir=", "hydra.sweep.dir=", "resume=", "ckpt_path=")
@@ -48,47 +54,75 @@ class Preempted(BaseException):
 class SweepProgress:
     """What this process did since the signal handler was installed: the jobs' fates for the sweep's summary."""
 
-    received: bool = False  # a SIGTERM arrived
+    received: bool = False  # a SIGTERM arrived (a Ctrl-C sends one)
+    ctrl_c: int = 0  # Ctrl-Cs received: the first stops after the step, the second at once
     in_job: bool = False  # inside train.run_job (a signal there stops the job at once, outside Lightning's loop)
     finished: list[Path] = field(default_factory=list)
     interrupted: list[str] = field(default_factory=list)  # "<folder> at step N"
     not_run: list[Path] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # jobs whose folder another run held (lit.run_lock)
 
+    @property
+    def signal_name(self) -> str:
+        return "Ctrl-C" if self.ctrl_c else "SIGTERM"
+
+    @property
+    def exit_status(self) -> int:
+        return CTRL_C_STATUS if self.ctrl_c else SIGTERM_STATUS
+
 
 PROGRESS = SweepProgress()
 
 
 def _on_sigterm(signum, frame) -> None:
+    first = not PROGRESS.received  # a second one (a scheduler's repeat, a Ctrl-C beside it) changes nothing
     PROGRESS.received = True
     # Called directly (not through Lightning's composed handler): no training loop will stop at a safe point.
-    if PROGRESS.in_job and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+    if first and PROGRESS.in_job and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         raise Preempted(stage="setup (before training started)")
 
 
+def _on_ctrl_c(signum, frame) -> None:
+    PROGRESS.ctrl_c += 1
+    if PROGRESS.ctrl_c > 1:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise KeyboardInterrupt
+    print("[agentcredit] Ctrl-C: stopping after the step in progress, last.ckpt saved (Ctrl-C again stops at once)",
+          file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def install_sigterm_handler():
-    """Start a fresh record and handle SIGTERM here; returns the handler it replaces, for `restore_handler`.
-    Lightning composes its own handler with this one during fit and test (it keeps existing handlers)."""
+    """Start a fresh record and handle SIGTERM and Ctrl-C here; returns the handlers it replaces, for
+    `restore_handler`. Lightning composes its own SIGTERM handler with this one during fit and test (it keeps
+    existing handlers)."""
     global PROGRESS
     PROGRESS = SweepProgress()
     if threading.current_thread() is not threading.main_thread():  # signal.signal works in the main thread only
         return None
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if previous[1] is signal.default_int_handler:  # a caller that handles Ctrl-C itself keeps it
+        signal.signal(signal.SIGINT, _on_ctrl_c)
     return previous
 
 
 def keep_sigterm_handler() -> None:
-    """In a process that runs a sweep's jobs for another (a joblib worker), handle SIGTERM from now on, where
-    nothing handles it yet: a signal between two jobs is then recorded (the worker's next jobs do not start)
-    instead of ending the worker, which its launcher would report as a crash. PROGRESS is kept across jobs."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    """In a process that runs a sweep's jobs for another (a joblib worker), handle SIGTERM and Ctrl-C from now
+    on, where nothing handles them yet: a signal between two jobs is then recorded (the worker's next jobs do
+    not start) instead of ending the worker, which its launcher would report as a crash. PROGRESS is kept."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_ctrl_c)
 
 
 def restore_handler(previous) -> None:
     if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def resume_command(argv: list[str], folder_key: str, folder: Path) -> str:
@@ -107,7 +141,7 @@ def closing_line(err: Preempted, run_dir: Path, command: str | None) -> str:
         saved = f"{run_dir / 'checkpoints' / 'last.ckpt'} holds step {err.saved}"
     else:
         saved = "no checkpoint written since it started: a resume starts where this run started"
-    return f"[agentcredit] stopped by SIGTERM {where} ({saved})" + (f"; resume: {command}" if command else "")
+    return f"[agentcredit] stopped by {PROGRESS.signal_name} {where} ({saved})" + (f"; resume: {command}" if command else "")
 
 
 def is_sigterm_stop(err: BaseException) -> bool:

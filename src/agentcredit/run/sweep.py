@@ -65,7 +65,7 @@ def failed_jobs(sweep_dir: Path) -> list[Path]:
 
 def preempted_summary(sweep_dir: Path, progress: preemption.SweepProgress, command: str) -> list[str]:
     """The lines a sweep stopped by SIGTERM ends with: each job's fate, then how to continue."""
-    lines = [f"[agentcredit] sweep stopped by SIGTERM: {sweep_dir}"]
+    lines = [f"[agentcredit] sweep stopped by {progress.signal_name}: {sweep_dir}"]
     lines += [f"[agentcredit]   finished: {job}" for job in progress.finished]
     lines += [f"[agentcredit]   interrupted: {job}" for job in progress.interrupted]
     lines += [f"[agentcredit]   did not run: {job}" for job in progress.not_run]
@@ -136,7 +136,7 @@ def folder_summary(sweep_dir: Path, command: str) -> list[str]:
     from agentcredit.analysis.sweep_progress import read_progress
     from agentcredit.records import RecordError
 
-    head = f"[agentcredit] sweep stopped by SIGTERM: {sweep_dir}"
+    head = f"[agentcredit] sweep stopped by {preemption.PROGRESS.signal_name}: {sweep_dir}"
     try:
         jobs = read_progress(sweep_dir, warn=lambda line: None)
     except RecordError as err:  # not a comma-list sweep, or no multirun.yaml: the folders alone say nothing
@@ -163,7 +163,7 @@ class SweepSummary(Callback):
         (sweep_dir / REFUSED_LIST).unlink(missing_ok=True)  # an earlier run's refusals
         # One handler for the whole sweep, so that a SIGTERM between jobs counts too.
         self._previous_handler = preemption.install_sigterm_handler()
-        if not runs_jobs_in_this_process(config) and self._previous_handler is not None:
+        if not runs_jobs_in_this_process(config) and self._previous_handler is not None:  # (a Ctrl-C sends a SIGTERM)
             signal.signal(signal.SIGTERM, pass_sigterm_to_workers(sweep_dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -175,7 +175,7 @@ class SweepSummary(Callback):
             in_process = runs_jobs_in_this_process(config)
             lines = preempted_summary(sweep_dir, progress, command) if in_process else folder_summary(sweep_dir, command)
             print("\n".join(lines), flush=True)
-            raise SystemExit(preemption.SIGTERM_STATUS)
+            raise SystemExit(progress.exit_status)
         refused = refused_jobs(sweep_dir, progress.refused)  # jobs run by joblib workers wrote theirs to the folder
         for line in refused:
             print(f"[agentcredit] not run: {line}", flush=True)

@@ -336,4 +336,4 @@ def stop_on_sigterm(err: Preempted, run_dir: Path, multirun: bool) -> float:
     if launching_rank() == 0:  # the other processes of a ddp/fsdp run stop with it, silently
         print(preemption.closing_line(err, run_dir, preemption.resume_command(sys.argv, "hydra.run.dir", run_dir)),
               flush=True)
-    raise SystemExit(preemption.SIGTERM_STATUS)
+    raise SystemExit(preemption.PROGRESS.exit_status)
