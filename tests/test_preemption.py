@@ -156,20 +156,24 @@ def test_the_sweep_process_passes_a_sigterm_on_to_its_workers_and_marks_the_fold
         worker.kill()
 
 
-def test_a_worker_keeps_a_sigterm_handler_between_its_jobs_and_leaves_an_existing_one_alone():
+def test_a_worker_keeps_its_stop_handlers_between_its_jobs_and_leaves_existing_ones_alone():
     from agentcredit.run import preemption
 
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a fresh joblib worker: nothing handles SIGTERM
-        preemption.keep_sigterm_handler()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a fresh joblib worker: nothing handles SIGTERM,
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # and Ctrl-C is Python's KeyboardInterrupt
+        preemption.keep_stop_handlers()
         assert signal.getsignal(signal.SIGTERM) is preemption._on_sigterm
-        own = lambda *a: None  # noqa: E731  (a handler someone else installed: kept)
+        assert signal.getsignal(signal.SIGINT) is preemption._on_ctrl_c
+        own = lambda *a: None  # noqa: E731  (handlers someone else installed: kept)
         signal.signal(signal.SIGTERM, own)
-        preemption.keep_sigterm_handler()
-        assert signal.getsignal(signal.SIGTERM) is own
+        signal.signal(signal.SIGINT, own)
+        preemption.keep_stop_handlers()
+        assert signal.getsignal(signal.SIGTERM) is own and signal.getsignal(signal.SIGINT) is own
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def test_a_stopped_joblib_sweep_lists_each_job_as_its_folder_shows_it(tmp_path):

@@ -14,7 +14,7 @@ later job is skipped without touching its folder, and the sweep ends with a summ
 of the jobs that finished, the one interrupted and those that did not run, with the command that continues
 the sweep, and status 143. A job's folder already finished is skipped by that command (`resume=true`).
 Where a launcher runs the jobs in worker processes (joblib), the sweep's process passes the signal on to
-them (`sweep.SweepSummary`) and each worker keeps this handler between its jobs (`keep_sigterm_handler`):
+them (`sweep.SweepSummary`) and each worker keeps these handlers between its jobs (`keep_stop_handlers`):
 the jobs running save and stop, and a worker that received the signal starts no further job.
 
 Ctrl-C (SIGINT) takes the same path: the first one prints that the run stops after the step in progress and
@@ -92,9 +92,9 @@ def _on_ctrl_c(signum, frame) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def install_sigterm_handler():
+def install_stop_handlers():
     """Start a fresh record and handle SIGTERM and Ctrl-C here; returns the handlers it replaces, for
-    `restore_handler`. Lightning composes its own SIGTERM handler with this one during fit and test (it keeps
+    `restore_stop_handlers`. Lightning composes its own SIGTERM handler with this one during fit and test (it keeps
     existing handlers)."""
     global PROGRESS
     PROGRESS = SweepProgress()
@@ -107,7 +107,7 @@ def install_sigterm_handler():
     return previous
 
 
-def keep_sigterm_handler() -> None:
+def keep_stop_handlers() -> None:
     """In a process that runs a sweep's jobs for another (a joblib worker), handle SIGTERM and Ctrl-C from now
     on, where nothing handles them yet: a signal between two jobs is then recorded (the worker's next jobs do
     not start) instead of ending the worker, which its launcher would report as a crash. PROGRESS is kept."""
@@ -119,7 +119,7 @@ def keep_sigterm_handler() -> None:
         signal.signal(signal.SIGINT, _on_ctrl_c)
 
 
-def restore_handler(previous) -> None:
+def restore_stop_handlers(previous) -> None:
     if previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])

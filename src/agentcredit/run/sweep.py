@@ -162,12 +162,12 @@ class SweepSummary(Callback):
         (sweep_dir / STOP_MARK).unlink(missing_ok=True)  # an earlier stop's: this run of the sweep goes on
         (sweep_dir / REFUSED_LIST).unlink(missing_ok=True)  # an earlier run's refusals
         # One handler for the whole sweep, so that a SIGTERM between jobs counts too.
-        self._previous_handler = preemption.install_sigterm_handler()
-        if not runs_jobs_in_this_process(config) and self._previous_handler is not None:  # (a Ctrl-C sends a SIGTERM)
+        self._previous_handlers = preemption.install_stop_handlers()
+        if not runs_jobs_in_this_process(config) and self._previous_handlers is not None:  # (a Ctrl-C sends a SIGTERM)
             signal.signal(signal.SIGTERM, pass_sigterm_to_workers(sweep_dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        preemption.restore_handler(getattr(self, "_previous_handler", None))
+        preemption.restore_stop_handlers(getattr(self, "_previous_handlers", None))
         sweep_dir = Path(config.hydra.sweep.dir)
         progress = preemption.PROGRESS
         if progress.received:

@@ -286,7 +286,7 @@ def run_job(cfg: DictConfig) -> float:
     """One Hydra job: `run`, with the command-line error handling described in the module docstring."""
     multirun = in_multirun()
     if multirun:
-        preemption.keep_sigterm_handler()  # in a joblib worker: a signal between jobs stops the worker's next ones
+        preemption.keep_stop_handlers()  # in a joblib worker: a signal between jobs stops the worker's next ones
     if multirun and not preemption.PROGRESS.received and sweep.stop_requested(sweep_dir()):
         # The sweep's process was stopped after this process last heard from it: loky replaces a worker whose
         # memory grew by 300 MB after its job, and the new one never received the signal.
@@ -294,7 +294,7 @@ def run_job(cfg: DictConfig) -> float:
     if multirun and preemption.PROGRESS.received:  # a SIGTERM stopped the sweep: later jobs do not start
         preemption.PROGRESS.not_run.append(run_dir_path(cfg))
         return math.nan
-    previous = None if multirun else preemption.install_sigterm_handler()  # under -m: SweepSummary's, for the sweep
+    previous = None if multirun else preemption.install_stop_handlers()  # under -m: SweepSummary's, for the sweep
     preemption.PROGRESS.in_job = True
     try:
         if multirun and spawns_processes(plain(cfg.trainer)):
@@ -320,7 +320,7 @@ def run_job(cfg: DictConfig) -> float:
         return math.nan
     finally:
         preemption.PROGRESS.in_job = False
-        preemption.restore_handler(previous)
+        preemption.restore_stop_handlers(previous)
 
 
 def stop_on_sigterm(err: Preempted, run_dir: Path, multirun: bool) -> float:
