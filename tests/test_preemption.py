@@ -240,7 +240,7 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
     import time
 
     sweep = tmp_path / "sweep"
-    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
+    args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
             "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, "trainer.max_steps=40", "trainer.val_check_interval=40",
             "data.n_test=0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}

@@ -80,7 +80,7 @@ def test_a_joblib_sweep_says_which_job_its_workers_left_out(tmp_path, capsys):
     job.mkdir(parents=True)
     with FileLock(str(job / LOCK_FILE), timeout=0):
         with pytest.raises(SystemExit) as stopped:
-            hydra_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=0,1", f"hydra.sweep.dir={sweep}",
+            hydra_cli("-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1", f"hydra.sweep.dir={sweep}",
                       "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *TINY)
     assert "1 job(s) of the sweep did not run" in str(stopped.value.code)
     assert f"not run: {job.resolve()} is in use by another run" in capsys.readouterr().out
