@@ -67,7 +67,15 @@ def test_sigterm_saves_names_the_step_and_the_resume_command_and_exits_143(tmp_p
     assert (run_dir / "test_summary.json").is_file()
 
 
-def test_ctrl_c_stops_after_the_step_with_last_ckpt_saved_and_exits_130(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def python_ctrl_c():
+    """SIGINT as a command started from a terminal has it (pytest-xdist's workers ignore it)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_after_the_step_with_last_ckpt_saved_and_exits_130(tmp_path, monkeypatch, capsys, python_ctrl_c):
     run_dir = tmp_path / "run"
     sigterm_at(monkeypatch, 1, signum=signal.SIGINT)  # Ctrl-C in the terminal during step 1
     with pytest.raises(SystemExit) as stopped:
