@@ -3,20 +3,18 @@ a few lines, each job's state and the command that continues, instead of joblib'
 
 from __future__ import annotations
 
-import csv
 import os
 import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 import yaml
 
 from agentcredit.run.joblib_launcher import dead_worker_lines
-from tiny_runs import ROOT, TINY
+from tiny_runs import ROOT, TINY, trained_steps
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -40,14 +38,6 @@ def test_the_lines_name_the_exit_codes_each_job_and_the_command(tmp_path):
     assert "exit codes unknown)" in dead_worker_lines(sweep, "something else", "cmd")[0]
 
 
-def _logged_steps(folder: Path) -> int:
-    try:
-        with open(folder / "metrics.csv") as f:
-            return sum(1 for row in csv.DictReader(f) if row.get("train/loss"))
-    except (OSError, ValueError):
-        return 0
-
-
 def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command_finishes_it(tmp_path):
     sweep = tmp_path / "sweep"
     shrink = [o for o in TINY if o != "logger=none"] + ["logger=csv", "trainer.max_steps=30", "trainer.val_check_interval=30",
@@ -59,7 +49,7 @@ def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not all(_logged_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
+        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()
             time.sleep(0.2)
         workers = [c for c in psutil.Process(running.pid).children() if "loky" in " ".join(c.cmdline())
@@ -74,10 +64,10 @@ def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command
     command = shlex.split(out[out.index("continue the sweep"):].split(": ", 1)[1].splitlines()[0])
     for n in (0, 1):  # both jobs stopped (loky stops every worker) with their last step saved
         assert (sweep / f"{n}_seed{n}" / "checkpoints" / "last.ckpt").is_file()
-        assert f"stopped at step {_logged_steps(sweep / f'{n}_seed{n}')} of 30: {sweep / f'{n}_seed{n}'}" in out
+        assert f"stopped at step {trained_steps(sweep / f'{n}_seed{n}')} of 30: {sweep / f'{n}_seed{n}'}" in out
     assert "not started: seed=2" in out
     assert command[:2] == ["python", str(ROOT / "train.py")] and command[-1] == "resume=true"
     resumed = subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, env=env, capture_output=True,
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert [_logged_steps(sweep / f"{n}_seed{n}") for n in range(3)] == [30] * 3
+    assert [trained_steps(sweep / f"{n}_seed{n}") for n in range(3)] == [30] * 3

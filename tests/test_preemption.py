@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentcredit.run.preemption import Preempted, closing_line, resume_command
-from tiny_runs import ROOT, TINY, cli, hydra_cli, read_metrics
+from tiny_runs import ROOT, TINY, cli, hydra_cli, read_metrics, trained_steps
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -232,13 +232,6 @@ def test_a_job_that_finds_the_stop_mark_does_not_start(tmp_path, monkeypatch, ca
     assert not (sweep / "1_seed1" / "metrics.csv").exists()
 
 
-def _logged_steps(folder: Path) -> int:
-    try:
-        return sum(1 for row in read_metrics(folder) if row.get("train/loss"))
-    except (OSError, ValueError):
-        return 0
-
-
 @pytest.mark.parametrize("how", ["kill", pytest.param("ctrl_c", marks=pytest.mark.slow)])
 def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not_started(tmp_path, how):
     """`kill <sweep pid>`: the signal reaches only the sweep's own process, whose jobs run in two joblib workers.
@@ -256,7 +249,7 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        while not all(_logged_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
+        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
             assert sweep_process.poll() is None and time.monotonic() < deadline, sweep_process.communicate()
             time.sleep(0.2)
         if how == "kill":
@@ -270,7 +263,7 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
     assert "Traceback" not in err, err[-3000:]
     summary = out[out.index(f"sweep stopped by {'SIGTERM' if how == 'kill' else 'Ctrl-C'}"):]
     for n in (0, 1):  # each running job saved the step it reached and said so
-        steps = _logged_steps(sweep / f"{n}_seed{n}")
+        steps = trained_steps(sweep / f"{n}_seed{n}")
         assert 0 < steps < 40 and (sweep / f"{n}_seed{n}" / "checkpoints" / "last.ckpt").is_file()
         assert f"stopped at step {steps} of 40: {sweep / f'{n}_seed{n}'}" in summary, summary
     for n in (2, 3):  # no job started after the signal
@@ -279,5 +272,5 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
     resumed = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, "resume=true"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert [_logged_steps(sweep / f"{n}_seed{n}") for n in range(4)] == [40] * 4
+    assert [trained_steps(sweep / f"{n}_seed{n}") for n in range(4)] == [40] * 4
     assert not (sweep / "stopped_by_sigterm").exists()

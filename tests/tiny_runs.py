@@ -95,6 +95,14 @@ def read_metrics(run_dir: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def trained_steps(run_dir: Path) -> int:
+    """Training steps a run's metrics.csv has logged so far; 0 while it has none (or is being written)."""
+    try:
+        return sum(1 for row in read_metrics(run_dir) if row.get("train/loss"))
+    except (OSError, ValueError):
+        return 0
+
+
 def logged(run_dir: Path) -> list[dict]:
     """Metrics rows without wall-clock timings: what an interrupted and an uninterrupted run must share."""
     return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in read_metrics(run_dir)]

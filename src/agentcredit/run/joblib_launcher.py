@@ -25,10 +25,10 @@ from agentcredit.run import sweep
 
 def dead_worker_lines(sweep_dir: Path, error: str, command: str) -> list[str]:
     """The lines a sweep ends with when a worker died: what joblib says of the exit codes, then each job's
-    state as its folder shows it (sweep.folder_summary) and the command that continues."""
+    state as its folder shows it and the command that continues (sweep.job_states)."""
     codes = next((line.split(" are ", 1)[1].strip() for line in error.splitlines()
                   if line.startswith("The exit codes of the workers are ")), "unknown")
     why = ": killed from outside, often for memory" if "SIGKILL" in codes else ""
     head = (f"[agentcredit] a worker process of the sweep died (exit codes {codes}{why}); the jobs running stopped at "
             f"their last checkpoint: {sweep_dir}")
-    return [head, *sweep.folder_summary(sweep_dir, command)[1:]]
+    return [head, *sweep.job_states(sweep_dir, command)]

@@ -131,18 +131,23 @@ def pass_sigterm_to_workers(sweep_dir: Path):
 
 
 def folder_summary(sweep_dir: Path, command: str) -> list[str]:
-    """The lines a SIGTERM-stopped sweep ends with when its jobs ran in other processes: each job's state
-    as its folder shows it (finished, stopped at step N with its last.ckpt, not started)."""
+    """The lines a SIGTERM-stopped sweep ends with when its jobs ran in other processes: a head line, then
+    `job_states`."""
+    return [f"[agentcredit] sweep stopped by {preemption.PROGRESS.signal_name}: {sweep_dir}", *job_states(sweep_dir, command)]
+
+
+def job_states(sweep_dir: Path, command: str) -> list[str]:
+    """Each job's state as its folder shows it (finished, stopped at step N with its last.ckpt, not started), the
+    counts, and the command that continues."""
     from agentcredit.analysis.sweep_progress import read_progress
     from agentcredit.records import RecordError
 
-    head = f"[agentcredit] sweep stopped by {preemption.PROGRESS.signal_name}: {sweep_dir}"
     try:
         jobs = read_progress(sweep_dir, warn=lambda line: None)
     except RecordError as err:  # not a comma-list sweep, or no multirun.yaml: the folders alone say nothing
-        return [head, f"[agentcredit] its jobs' states cannot be listed ({err}); continue the sweep (finished jobs "
-                      f"are skipped): {command}"]
-    lines = [head]
+        return [f"[agentcredit] its jobs' states cannot be listed ({err}); continue the sweep (finished jobs "
+                f"are skipped): {command}"]
+    lines = []
     for job in jobs:
         if job.finished:
             lines.append(f"[agentcredit]   finished: {job.folder}")
