@@ -122,6 +122,57 @@ def test_sigterm_stops_a_sweep_with_a_summary_of_every_job_and_exit_143(tmp_path
     assert (sweep / "1_seed1" / "checkpoints" / "last.ckpt").is_file()
 
 
+
+def test_sigusr1_drains_a_sweep_the_running_job_finishes_and_no_later_one_starts(tmp_path, monkeypatch, capsys):
+    sweep = tmp_path / "sweep"
+    sigterm_at(monkeypatch, 1, prefix="0_", signum=signal.SIGUSR1)
+    previous = signal.getsignal(signal.SIGUSR1)
+    with pytest.raises(SystemExit) as drained:
+        hydra_cli("-m", "seed=0,1,2", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT)
+    out = capsys.readouterr().out
+    assert drained.value.code == 1, out[-3000:]
+    assert signal.getsignal(signal.SIGUSR1) == previous  # the sweep's handler goes with the sweep
+    assert trained_steps(sweep / "0_seed0") == 4 and (sweep / "0_seed0" / "test_summary.json").is_file()  # ran to its end
+    summary = out[out.index("sweep drained by SIGUSR1"):]
+    assert f"finished: {sweep / '0_seed0'}" in summary
+    assert "not started: seed=1" in summary and "not started: seed=2" in summary
+    assert "1 finished, 0 stopped before the end, 2 not started" in summary and "resume=true" in summary
+    assert not (sweep / "1_seed1" / "metrics.csv").exists() and not (sweep / "2_seed2" / "metrics.csv").exists()
+    assert (sweep / "draining").is_file()  # until the sweep runs again
+
+
+def test_a_job_that_finds_the_drain_mark_does_not_start_and_a_workers_own_sigusr1_marks_the_folder(tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    from agentcredit.run import preemption, sweep, train
+
+    before = preemption.PROGRESS
+    previous = signal.getsignal(signal.SIGUSR1)
+    cfg = OmegaConf.create({"output_dir": str(tmp_path / "job")})
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(train, "in_multirun", lambda: True)
+            patch.setattr(train, "sweep_dir", lambda: tmp_path)
+            patch.setattr(train, "run", lambda cfg: pytest.fail("a drained sweep started a job"))
+            patch.setattr(train, "run_dir_path", lambda cfg: tmp_path / "job")
+            preemption.PROGRESS = preemption.SweepProgress()
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)  # a fresh joblib worker
+            sweep.mark_drained(tmp_path)
+            assert train.run_job(cfg) != train.run_job(cfg)  # nan: not run, twice
+            assert preemption.PROGRESS.not_run == [tmp_path / "job"] * 2
+            assert signal.getsignal(signal.SIGUSR1) is preemption._on_sigusr1  # kept for the worker's later jobs
+
+            (tmp_path / sweep.DRAIN_MARK).unlink()
+            preemption.PROGRESS = preemption.SweepProgress()
+            os.kill(os.getpid(), signal.SIGUSR1)  # reaching the worker itself (`pkill -USR1 -f ...` matched it)
+            assert preemption.PROGRESS.drained
+            train.run_job(cfg)
+            assert sweep.drain_requested(tmp_path)  # the sweep's process learns of it from the folder
+    finally:
+        preemption.PROGRESS = before
+        signal.signal(signal.SIGUSR1, previous)
+
+
 @pytest.mark.slow
 def test_a_preempted_command_exits_143_with_one_line_and_no_traceback(tmp_path):
     run_dir = tmp_path / "run"
@@ -190,21 +241,23 @@ def test_a_stopped_joblib_sweep_lists_each_job_as_its_folder_shows_it(tmp_path):
     from agentcredit.run.sweep import folder_summary
 
     sweep = tmp_path / "sweep"
-    for name, steps, finished in (("0_seed0", 4, True), ("1_seed1", 2, False)):
+    for name, steps, finished in (("0_seed0", 4, True), ("1_seed1", 2, False), ("3_seed3", 4, False)):
         (sweep / name / ".hydra").mkdir(parents=True)
         (sweep / name / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={name[-1]}"]))
         (sweep / name / "metrics.csv").write_text("step,time/step_s\n" + "".join(f"{i},1.0\n" for i in range(steps)))
         if finished:
             (sweep / name / "test_summary.json").write_text("{}\n")
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["seed=0,1,2"]}},
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["seed=0,1,2,3"]}},
                                                          "trainer": {"max_steps": 4}}))
-    lines = folder_summary(sweep, "python train.py -m seed=0,1,2 resume=true")
+    lines = folder_summary(sweep, "python train.py -m seed=0,1,2,3 resume=true")
     assert lines == [f"[agentcredit] sweep stopped by SIGTERM: {sweep}",
                      f"[agentcredit]   finished: {sweep / '0_seed0'}",
                      f"[agentcredit]   stopped at step 2 of 4: {sweep / '1_seed1'}",
                      "[agentcredit]   not started: seed=2",
-                     "[agentcredit] 1 finished, 1 stopped before the end, 1 not started; continue the sweep (finished "
-                     "jobs are skipped, the others continue from their last.ckpt): python train.py -m seed=0,1,2 resume=true"]
+                     # all its steps, and no test summary: its test was off (data.n_test=0) or stopped
+                     f"[agentcredit]   trained all 4 steps, no held-out test recorded: {sweep / '3_seed3'}",
+                     "[agentcredit] 1 finished, 2 stopped before the end, 1 not started; continue the sweep (finished "
+                     "jobs are skipped, the others continue from their last.ckpt): python train.py -m seed=0,1,2,3 resume=true"]
     (sweep / "multirun.yaml").unlink()
     lines = folder_summary(sweep, "cmd")
     assert len(lines) == 2 and "cannot be listed" in lines[1] and lines[1].endswith(": cmd")
@@ -230,6 +283,41 @@ def test_a_job_that_finds_the_stop_mark_does_not_start(tmp_path, monkeypatch, ca
     assert stopped.value.code == 143, out[-3000:]
     assert f"finished: {sweep / '0_seed0'}" in out and f"did not run: {sweep / '1_seed1'}" in out
     assert not (sweep / "1_seed1" / "metrics.csv").exists()
+
+
+def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other(tmp_path):
+    """`pkill -USR1 -f "experiment=..."` before a machine is given back: the running jobs end as if undisturbed (no
+    job is left half-trained to carry), and none starts after them."""
+    import subprocess
+    import sys
+    import time
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
+            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, "trainer.max_steps=8", "trainer.val_check_interval=8"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
+            assert sweep_process.poll() is None and time.monotonic() < deadline, sweep_process.communicate()
+            time.sleep(0.1)
+        started = {n for n in range(4) if (sweep / f"{n}_seed{n}" / "metrics.csv").exists()}
+        sweep_process.send_signal(signal.SIGUSR1)
+        out, err = sweep_process.communicate(timeout=300)
+    finally:
+        sweep_process.kill()
+    assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    summary = out[out.index("sweep drained by SIGUSR1"):]
+    assert started >= {0, 1} and started != {0, 1, 2, 3}, summary
+    for n in range(4):
+        if n in started:  # ran to its end
+            assert trained_steps(sweep / f"{n}_seed{n}") == 8 and f"finished: {sweep / f'{n}_seed{n}'}" in summary
+        else:
+            assert not (sweep / f"{n}_seed{n}" / "metrics.csv").exists() and f"not started: seed={n}" in summary
+    assert f"{len(started)} finished, 0 stopped before the end, {4 - len(started)} not started" in summary
 
 
 @pytest.mark.parametrize("how", ["kill", pytest.param("ctrl_c", marks=pytest.mark.slow)])

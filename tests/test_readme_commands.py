@@ -274,6 +274,8 @@ COMMANDS = {
         "compare_long runs in tests/test_resume_sweep.py"),
     "python scripts/carry.py load docs/results/carry/compare_long_tuned outputs/multirun/compare_long_tuned": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    'pkill -USR1 -f "experiment=compare_long_tuned"': (
+        "test", "tests/test_preemption.py::test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other"),
     'pkill -TERM -f "experiment=compare_long_tuned"': (
         "test", "tests/test_preemption.py::test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not_started"),
     "python train.py -m experiment=compare_long_tuned resume=true": (

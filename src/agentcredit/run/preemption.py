@@ -20,6 +20,9 @@ the jobs running save and stop, and a worker that received the signal starts no 
 Ctrl-C (SIGINT) takes the same path: the first one prints that the run stops after the step in progress and
 sends this process a SIGTERM, so the step ends, last.ckpt is saved and the same lines follow, naming Ctrl-C,
 with status 130; a second Ctrl-C stops at once (KeyboardInterrupt, as without this handler).
+
+A SIGUSR1 to a sweep's process drains the sweep instead (`sweep.SweepSummary`): the running jobs go on to their
+end and no new job starts.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class SweepProgress:
     """What this process did since the signal handler was installed: the jobs' fates for the sweep's summary."""
 
     received: bool = False  # a SIGTERM arrived (a Ctrl-C sends one)
+    drained: bool = False  # a SIGUSR1 asked the sweep to start no new job (the running ones finish)
     ctrl_c: int = 0  # Ctrl-Cs received: the first stops after the step, the second at once
     in_job: bool = False  # inside train.run_job (a signal there stops the job at once, outside Lightning's loop)
     finished: list[Path] = field(default_factory=list)
@@ -117,6 +121,14 @@ def keep_stop_handlers() -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_ctrl_c)
+    if hasattr(signal, "SIGUSR1") and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:  # POSIX; its default ends
+        signal.signal(signal.SIGUSR1, _on_sigusr1)                                             # the process
+
+
+def _on_sigusr1(signum, frame) -> None:
+    """A worker's SIGUSR1 (a `pkill -USR1` that reached the workers too): it drains the sweep as the sweep's own does;
+    train.run_job marks the folder when this worker's next job would start."""
+    PROGRESS.drained = True
 
 
 def restore_stop_handlers(previous) -> None:

@@ -15,6 +15,9 @@
   keeps any job not yet started from starting; the next run of the sweep removes the mark. The jobs' fates
   are known there only from their folders, so the summary reads them (analysis/sweep_progress.py): finished,
   stopped at step N, not started.
+- A SIGUSR1 to the sweep's process drains it: the jobs running finish, no new one starts (a mark in the sweep folder,
+  DRAIN_MARK, tells workers), and the sweep ends with each job's state, the command that continues, and status 1.
+  A worker that receives one itself marks the folder when its next job would start.
 """
 
 from __future__ import annotations
@@ -80,12 +83,40 @@ STOP_MARK = "stopped_by_sigterm"
 IN_PROCESS_LAUNCHERS = ("hydra._internal.core_plugins.basic_launcher.BasicLauncher",)
 
 
+DRAIN_MARK = "draining"
+"""A file in a sweep's folder after a SIGUSR1: the running jobs finish, a job that would start finds it and does not."""
+
+
 def runs_jobs_in_this_process(config: DictConfig) -> bool:
     return OmegaConf.select(config, "hydra.launcher._target_", default=IN_PROCESS_LAUNCHERS[0]) in IN_PROCESS_LAUNCHERS
 
 
 def stop_requested(sweep_dir: str | Path) -> bool:
     return (Path(sweep_dir) / STOP_MARK).exists()
+
+
+def drain_requested(sweep_dir: str | Path) -> bool:
+    return (Path(sweep_dir) / DRAIN_MARK).exists()
+
+
+def mark_drained(sweep_dir: str | Path) -> None:
+    try:
+        (Path(sweep_dir) / DRAIN_MARK).write_text("a SIGUSR1 drained this sweep; its next run removes this file\n")
+    except OSError:  # a full disk: this process's own flag still keeps its next jobs from starting
+        pass
+
+
+def drain_on_sigusr1(sweep_dir: Path):
+    """The sweep process's SIGUSR1 handler: no job starts from now on, in this process or any worker (the mark);
+    the running ones go on to their end. Nothing is sent to the workers: a SIGUSR1 would end them."""
+
+    def handler(signum, frame) -> None:
+        if not preemption.PROGRESS.drained:
+            preemption.PROGRESS.drained = True
+            mark_drained(sweep_dir)
+            print("[agentcredit] SIGUSR1: no new job of this sweep starts; the running ones finish", flush=True)
+
+    return handler
 
 
 REFUSED_LIST = "refused_jobs.txt"
@@ -136,6 +167,12 @@ def folder_summary(sweep_dir: Path, command: str) -> list[str]:
     return [f"[agentcredit] sweep stopped by {preemption.PROGRESS.signal_name}: {sweep_dir}", *job_states(sweep_dir, command)]
 
 
+def drained_summary(sweep_dir: Path, command: str) -> list[str]:
+    """The lines a sweep drained by SIGUSR1 ends with (either launcher): a head line, then `job_states`."""
+    return [f"[agentcredit] sweep drained by SIGUSR1 (the running jobs finished, no new one started): {sweep_dir}",
+            *job_states(sweep_dir, command)]
+
+
 def job_states(sweep_dir: Path, command: str) -> list[str]:
     """Each job's state as its folder shows it (finished, stopped at step N with its last.ckpt, not started), the
     counts, and the command that continues."""
@@ -151,6 +188,8 @@ def job_states(sweep_dir: Path, command: str) -> list[str]:
     for job in jobs:
         if job.finished:
             lines.append(f"[agentcredit]   finished: {job.folder}")
+        elif job.folder is not None and job.max_steps and job.steps_done >= job.max_steps:  # its test was off or cut
+            lines.append(f"[agentcredit]   trained all {job.max_steps} steps, no held-out test recorded: {job.folder}")
         elif job.folder is not None and job.steps_done:
             lines.append(f"[agentcredit]   stopped at step {job.steps_done} of {job.max_steps}: {job.folder}")
         else:
@@ -161,22 +200,33 @@ def job_states(sweep_dir: Path, command: str) -> list[str]:
     return lines
 
 
+def failure_line(job: Path) -> str:
+    return (job / "error.txt").read_text().strip().splitlines()[-1]
+
+
 class SweepSummary(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         (sweep_dir / STOP_MARK).unlink(missing_ok=True)  # an earlier stop's: this run of the sweep goes on
+        (sweep_dir / DRAIN_MARK).unlink(missing_ok=True)
         (sweep_dir / REFUSED_LIST).unlink(missing_ok=True)  # an earlier run's refusals
         # One handler for the whole sweep, so that a SIGTERM between jobs counts too.
         self._previous_handlers = preemption.install_stop_handlers()
-        if not runs_jobs_in_this_process(config) and self._previous_handlers is not None:  # (a Ctrl-C sends a SIGTERM)
-            signal.signal(signal.SIGTERM, pass_sigterm_to_workers(sweep_dir))
+        self._previous_usr1 = None
+        if self._previous_handlers is not None:  # the main thread, where signal handlers can be set
+            if not runs_jobs_in_this_process(config):  # (a Ctrl-C sends a SIGTERM)
+                signal.signal(signal.SIGTERM, pass_sigterm_to_workers(sweep_dir))
+            if hasattr(signal, "SIGUSR1"):  # POSIX
+                self._previous_usr1 = signal.signal(signal.SIGUSR1, drain_on_sigusr1(sweep_dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         preemption.restore_stop_handlers(getattr(self, "_previous_handlers", None))
+        if getattr(self, "_previous_usr1", None) is not None:
+            signal.signal(signal.SIGUSR1, self._previous_usr1)
         sweep_dir = Path(config.hydra.sweep.dir)
         progress = preemption.PROGRESS
+        command = preemption.resume_command(sys.argv, "hydra.sweep.dir", sweep_dir.resolve())
         if progress.received:
-            command = preemption.resume_command(sys.argv, "hydra.sweep.dir", sweep_dir.resolve())
             in_process = runs_jobs_in_this_process(config)
             lines = preempted_summary(sweep_dir, progress, command) if in_process else folder_summary(sweep_dir, command)
             print("\n".join(lines), flush=True)
@@ -185,12 +235,16 @@ class SweepSummary(Callback):
         for line in refused:
             print(f"[agentcredit] not run: {line}", flush=True)
         failed = failed_jobs(sweep_dir)
+        if progress.drained or drain_requested(sweep_dir):  # (a worker that received it marked the folder)
+            for job in failed:
+                print(f"[agentcredit] failed: {job} ({failure_line(job)})", flush=True)
+            print("\n".join(drained_summary(sweep_dir, command)), flush=True)
+            raise SystemExit(1)
         if not failed and refused:
             raise SystemExit(f"[agentcredit] {len(refused)} job(s) of the sweep did not run: their folders are in use")
         if not failed:
             print(f"[agentcredit] sweep finished, all jobs ran: {sweep_dir}", flush=True)
             return
         for job in failed:
-            first = (job / "error.txt").read_text().strip().splitlines()[-1]
-            print(f"[agentcredit] failed: {job} ({first})", flush=True)
+            print(f"[agentcredit] failed: {job} ({failure_line(job)})", flush=True)
         raise SystemExit(f"[agentcredit] {len(failed)} job(s) of the sweep failed; tracebacks in their error.txt")
