@@ -285,24 +285,34 @@ def test_a_job_that_finds_the_stop_mark_does_not_start(tmp_path, monkeypatch, ca
     assert not (sweep / "1_seed1" / "metrics.csv").exists()
 
 
-def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other(tmp_path):
-    """`pkill -USR1 -f "experiment=..."` before a machine is given back: the running jobs end as if undisturbed (no
-    job is left half-trained to carry), and none starts after them."""
+def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str]):
+    """A sweep of seeds 0-3 on two joblib workers, started as a command and returned once both workers have trained a
+    step of their first job: (sweep folder, its arguments, environment, process). The caller kills the process."""
     import subprocess
     import sys
     import time
 
     sweep = tmp_path / "sweep"
     args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
-            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, "trainer.max_steps=8", "trainer.val_check_interval=8"]
+            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
     sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
+        if sweep_process.poll() is not None or time.monotonic() > deadline:
+            sweep_process.kill()
+            pytest.fail(f"the sweep did not reach both first jobs: {sweep_process.communicate()}")
+        time.sleep(0.1)
+    return sweep, args, env, sweep_process
+
+
+def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other(tmp_path):
+    """`pkill -USR1 -f "experiment=..."` before a machine is given back: the running jobs end as if undisturbed (no
+    job is left half-trained to carry), and none starts after them."""
+    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=8",
+                                                                               "trainer.val_check_interval=8"])
     try:
-        deadline = time.monotonic() + 300
-        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
-            assert sweep_process.poll() is None and time.monotonic() < deadline, sweep_process.communicate()
-            time.sleep(0.1)
         started = {n for n in range(4) if (sweep / f"{n}_seed{n}" / "metrics.csv").exists()}
         sweep_process.send_signal(signal.SIGUSR1)
         out, err = sweep_process.communicate(timeout=300)
@@ -326,20 +336,10 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
     Ctrl-C in a terminal: SIGINT reaches every process of the group, the sweep's and its workers'."""
     import subprocess
     import sys
-    import time
 
-    sweep = tmp_path / "sweep"
-    args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
-            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, "trainer.max_steps=40", "trainer.val_check_interval=40",
-            "data.n_test=0"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
-    sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(
+        tmp_path, ["trainer.max_steps=40", "trainer.val_check_interval=40", "data.n_test=0"])
     try:
-        deadline = time.monotonic() + 300
-        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):  # both workers are in their first job
-            assert sweep_process.poll() is None and time.monotonic() < deadline, sweep_process.communicate()
-            time.sleep(0.2)
         if how == "kill":
             sweep_process.send_signal(signal.SIGTERM)
         else:
