@@ -85,8 +85,58 @@ def test_token_advantages_by_hand():
     assert whiten_turns([torch.ones(2), torch.ones(1)])[0].tolist() == [0.0, 0.0]  # no spread: no credit
 
 
+def _failed_group() -> CreditGroup:
+    # every rollout answered after one tool turn and failed (R = 0); the critic's values differ a little
+    return CreditGroup(
+        rewards=torch.tensor([0.0, 0.0]),
+        turn_ids=torch.tensor([[-1, 0, 0, -1, -2, -2], [-1, 0, 0, -1, -2, -2]]),
+        loss_mask=torch.tensor([[0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 1, 1]]),
+        num_turns=torch.tensor([1, 1]),
+        critic_values=[torch.tensor([0.5, 0.4]), torch.tensor([0.5, 0.3])],
+    )
+
+
+def test_whitening_over_the_step_keeps_an_all_failed_groups_credit_below_the_others():
+    method = get_credit("turn-critic")
+    assert method.defaults["whiten"] == "batch"
+    knobs = {"gamma": 0.5, "gae_lambda": 0.5}
+    # The failed group, γλ = 0.25: rollout 0: δ0 = 0.5·0.4 − 0.5 = −0.3, δ1 = 0 − 0.4 = −0.4; A = [−0.4, −0.4].
+    # Rollout 1: δ0 = 0.5·0.3 − 0.5 = −0.35, δ1 = −0.3; A = [−0.35 + 0.25·(−0.3), −0.3] = [−0.425, −0.3].
+    groups = [_group(), _failed_group()]
+    raw = [method.advantages(g, **knobs, whiten="batch") for g in groups]  # per group: GAE as it came
+    assert raw[1][1].tolist() == pytest.approx([0, -0.425, -0.425, 0, -0.3, -0.3])
+    # The step's 7 actions [−0.15, 0.6, −0.2, −0.4, −0.4, −0.425, −0.3]: mean −1.275/7 = −0.182143; squared
+    # deviations 0.001033 + 0.611747 + 0.000319 + 2·0.047462 + 0.058980 + 0.013890 = 0.780893, /7 = 0.111556,
+    # σ = 0.334000. (A − mean)/σ:
+    final = method.step_advantages(groups, raw, **knobs, whiten="batch")
+    assert final[0][0].tolist() == pytest.approx([0, 0.09624, 0.09624, 0, 2.34174, 2.34174], abs=1e-4)
+    assert final[0][1].tolist() == pytest.approx([0, -0.05346, -0.05346, 0, 0, 0], abs=1e-4)
+    assert final[1][0].tolist() == pytest.approx([0, -0.65227, -0.65227, 0, -0.65227, -0.65227], abs=1e-4)
+    assert final[1][1].tolist() == pytest.approx([0, -0.72712, -0.72712, 0, -0.35287, -0.35287], abs=1e-4)
+    # Over the failed group alone its 4 actions have mean −0.38125 and σ 0.048007: the critic's 0.1 of noise on
+    # rollout 1's last value becomes +1.69, as large as a success's credit, on an answer that failed.
+    alone = method.advantages(_failed_group(), **knobs, whiten="group")
+    assert alone[1].tolist() == pytest.approx([0, -0.91132, -0.91132, 0, 1.69246, 1.69246], abs=1e-4)
+    # group and none leave the step's advantages as each group's function gave them
+    for scope in ("group", "none", True, False):
+        per_group = [method.advantages(g, **knobs, whiten=scope) for g in groups]
+        assert method.step_advantages(groups, per_group, **knobs, whiten=scope) is per_group
+    # An older config's boolean reads as what it meant: true = over the group
+    assert torch.equal(method.advantages(_failed_group(), **knobs, whiten=True), alone)
+    # A step without spread gets no credit: two rollouts that answered at once and failed, V(S_0) = 0.3 in both,
+    # so both actions have A = 0 − 0.3 = −0.3 (σ = 0)
+    answered_at_once = CreditGroup(rewards=torch.tensor([0.0, 0.0]), turn_ids=torch.tensor([[-1, -2, -2]] * 2),
+                                   loss_mask=torch.tensor([[0, 1, 1]] * 2), num_turns=torch.tensor([0, 0]),
+                                   critic_values=[torch.tensor([0.3]), torch.tensor([0.3])])
+    raw = [method.advantages(answered_at_once, **knobs)]
+    assert raw[0].flatten().tolist() == pytest.approx([0, -0.3, -0.3] * 2)
+    assert method.step_advantages([answered_at_once], raw, **knobs)[0].tolist() == [[0.0] * 3] * 2
+
+
 def test_knob_ranges_are_checked():
     validate_credit_config("turn-critic", {"gamma": 0.9, "gae_lambda": 0.0, "critic_lr": 1e-4, "critic_epochs": 1})
+    for scope in ("batch", "group", "none", True, False):
+        validate_credit_config("turn-critic", {"whiten": scope})
     for key, bad in [("gae_lambda", 1.5), ("critic_lr", 0), ("critic_epochs", 0), ("whiten", "yes"), ("gamma", 0)]:
         with pytest.raises(ValueError, match=f"credit.{key} must be"):
             validate_credit_config("turn-critic", {key: bad})

@@ -216,7 +216,7 @@ def test_paper_defaults():
     igpo = _composed("igpo")  # the paper's: probability gains, one joint normalisation, γ = 1 (the authors' runs)
     assert (igpo["gamma"], igpo["gain"], igpo["norm_mode"], igpo["reward_scale"]) == (1.0, "prob", "joint", "std")
     critic = _composed("turn-critic")  # Turn-PPO's best turn-level GAE: γ = 0.99, λ = 0.9
-    assert (critic["gamma"], critic["gae_lambda"], critic["whiten"]) == (0.99, 0.9, True)
+    assert (critic["gamma"], critic["gae_lambda"], critic["whiten"]) == (0.99, 0.9, "batch")
 
 
 @pytest.mark.parametrize("name, knobs, message", [

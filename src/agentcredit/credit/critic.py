@@ -12,9 +12,18 @@ V_φ(S_k) is trained alongside the policy, and each turn's advantage is GAE over
     G^λ_k = A_k + V_φ(S_k)                                           (λ-return: the critic's target)
     L_V = mean_k (V_φ(S_k) − G^λ_k)²                                 (value loss, targets held fixed)
 
-Every policy token of turn k carries A_k (the answer turn's tokens carry A_T). With ``whiten`` the A_k of
-the group's actions are centred and divided by their population σ (PPO implementations whiten advantages
-over the batch; a credit function sees one group, so the group is the batch here).
+Every policy token of turn k carries A_k (the answer turn's tokens carry A_T). ``whiten`` centres the A_k and
+divides them by their population σ, over every action of the step (``batch``, the default: PPO's advantage
+whitening over the batch, as the verl-style trainers Turn-PPO builds on do it; with several processes, over
+this process's groups), over each group's actions alone (``group``), or not at all (``none``).
+
+Why not over the group: the critic's values are the baseline, so a group whose rollouts all got the same reward
+still carries credit (each turn's surprise against V_φ; an all-failed group's actions fall below those of groups
+that did better). Whitening within such a group takes away its mean, the credit the critic gives it, and scales
+what is left, discounting and the critic's noise (a σ about a fifth of a mixed group's on the long preset), up
+to the size of real outcome credit: with a constant critic it pushes every answer of an all-failed group down and
+the first turns of its longest rollouts up. ``group`` was this method's only form before, and is kept so that
+those runs (``whiten: true`` in their configs, which reads as ``group``) can be rebuilt.
 
 Which states a rollout acted from: S_0..S_T when it ended with an answer turn (n = T+1 actions, the answer
 from S_T), S_0..S_{T−1} when the tool-call limit ended it (n = T; S_T is then terminal and its value unused).
@@ -34,7 +43,7 @@ from torch import Tensor
 from agentcredit.credit.gigpo import gigpo_token_advantages
 from agentcredit.credit.group import CreditGroup
 from agentcredit.credit.grpo import STD_TOLERANCE
-from agentcredit.credit.knobs import boolean, integer, positive, unit_interval
+from agentcredit.credit.knobs import integer, positive, unit_interval
 from agentcredit.credit.registry import register_credit
 from agentcredit.credit.shared import continuation_overhead
 from agentcredit.credit.tokens import ANSWER_TURN
@@ -65,15 +74,32 @@ def lambda_returns(values: Tensor, reward: float, gamma: float, lam: float) -> T
     return turn_gae(values, reward, gamma, lam) + values
 
 
-def whiten_turns(advantages: list[Tensor]) -> list[Tensor]:
-    """(A − mean)/σ over every action of the group (population σ); all 0 when σ ≤ ``STD_TOLERANCE``."""
+WHITEN_SCOPES = ("batch", "group", "none")
+
+
+def whiten_scope(whiten: str | bool) -> str:
+    """``batch``, ``group`` or ``none``; the boolean of configs written before the scope existed reads as
+    what it meant then (true: over the group; false: none)."""
+    if isinstance(whiten, bool):
+        return "group" if whiten else "none"
+    return whiten
+
+
+def whitening(advantages: list[Tensor]) -> tuple[Tensor, Tensor] | None:
+    """(mean, population σ) over every action given; None when σ ≤ ``STD_TOLERANCE`` (no spread: no credit)."""
     flat = torch.cat(advantages) if advantages else torch.zeros(0)
     if flat.numel() == 0:
-        return advantages
+        return flat.new_zeros(()), flat.new_ones(())
     std = flat.std(correction=0)
-    if std <= STD_TOLERANCE:
+    return None if std <= STD_TOLERANCE else (flat.mean(), std)
+
+
+def whiten_turns(advantages: list[Tensor]) -> list[Tensor]:
+    """(A − mean)/σ over every action given (population σ); all 0 when σ ≤ ``STD_TOLERANCE``."""
+    stats = whitening(advantages)
+    if stats is None:
         return [torch.zeros_like(a) for a in advantages]
-    mean = flat.mean()
+    mean, std = stats
     return [(a - mean) / std for a in advantages]
 
 
@@ -115,30 +141,51 @@ def acting_values(group: CreditGroup) -> list[Tensor]:
     return rows
 
 
-def critic_turn_advantages(group: CreditGroup, *, gamma: float, gae_lambda: float, whiten: bool) -> list[Tensor]:
-    """A_k of every action of every rollout (whitened over the group when asked), each (n_g,)."""
+def critic_turn_advantages(group: CreditGroup, *, gamma: float, gae_lambda: float, whiten: str | bool) -> list[Tensor]:
+    """A_k of every action of every rollout, each (n_g,): whitened over the group with ``whiten: group``, as GAE
+    gave them otherwise (``batch`` whitens over the step afterwards: ``whiten_over_step``)."""
     rewards = group.float_rewards()
     advantages = [turn_gae(v.double(), float(rewards[g]), gamma, gae_lambda) for g, v in enumerate(acting_values(group))]
-    return whiten_turns(advantages) if whiten else advantages
+    return whiten_turns(advantages) if whiten_scope(whiten) == "group" else advantages
+
+
+def whiten_over_step(groups: list[CreditGroup], advantages: list[Tensor], *, gamma: float = 0.99,
+                     gae_lambda: float = 0.9, whiten: str | bool = "batch") -> list[Tensor]:
+    """With ``whiten: batch``, every group's token advantages (G, L) whitened by the mean and σ of every action of
+    the step (each action counts once, whatever its token count); the others unchanged. A policy token carries
+    its turn's A_k, so (A − mean)/σ applies token by token; tokens outside the loss stay 0."""
+    if whiten_scope(whiten) != "batch":
+        return advantages
+    stats = whitening([a for group in groups for a in critic_turn_advantages(group, gamma=gamma, gae_lambda=gae_lambda,
+                                                                            whiten="none")])
+    if stats is None:
+        return [torch.zeros_like(a) for a in advantages]
+    mean, std = (float(x) for x in stats)
+    return [torch.where(group.loss_mask > 0, (a - mean) / std, torch.zeros_like(a)) for group, a in zip(groups, advantages)]
 
 
 def _critic_diagnostics(group: CreditGroup, **knobs) -> dict:
-    """Per rollout: V_φ(S_0..S_T) and the turn advantages A_k (the answer's last)."""
+    """Per rollout: V_φ(S_0..S_T) and the turn advantages A_k (the answer's last; before the step's whitening
+    with ``whiten: batch``)."""
     params = inspect.signature(turn_critic_advantages).parameters
     knobs = {**{k: p.default for k, p in params.items() if p.kind == p.KEYWORD_ONLY}, **knobs}
     return {"critic_values": [v.tolist() for v in group.critic_values or []],
             "gae_advantages": [a.tolist() for a in critic_turn_advantages(group, **knobs)]}
 
 
+WHITEN_CHECK = ((lambda v: v in WHITEN_SCOPES or isinstance(v, bool)),
+                f"one of {list(WHITEN_SCOPES)} (or a boolean of an older config: true = group, false = none)")
+
 # Cost per step: no sampled tokens (extra_token_ratio 0), one no-grad forward of each rollout (critic_forward_s,
 # critic_forward_tokens) and the head's fit (critic_fit_s).
 @register_credit("turn-critic", inputs=("critic_values",), run_knobs=CRITIC_RUN_KNOBS, diagnostics=_critic_diagnostics,
-                 step_metrics=continuation_overhead,
+                 step_metrics=continuation_overhead, step_advantages=whiten_over_step,
                  checks={"gamma": unit_interval(closed_low=False), "gae_lambda": unit_interval(closed_low=True),
-                         "whiten": boolean(), "critic_lr": positive(), "critic_epochs": integer(1)})
+                         "whiten": WHITEN_CHECK, "critic_lr": positive(), "critic_epochs": integer(1)})
 def turn_critic_advantages(group: CreditGroup, *, gamma: float = 0.99, gae_lambda: float = 0.9,
-                           whiten: bool = True) -> Tensor:
-    """Turn-PPO: A_k (turn-level GAE of the critic's values, module docstring) on every token of turn k."""
+                           whiten: str = "batch") -> Tensor:
+    """Turn-PPO: A_k (turn-level GAE of the critic's values, module docstring) on every token of turn k; with
+    ``whiten: batch`` these are whitened afterwards over the step (``whiten_over_step``)."""
     dtype = torch.get_default_dtype()
     rows = []
     for g, adv in enumerate(critic_turn_advantages(group, gamma=gamma, gae_lambda=gae_lambda, whiten=whiten)):

@@ -25,6 +25,7 @@ from agentcredit.credit.knobs import KnobCheck
 AdvantageFn = Callable[..., Tensor]
 DiagnosticsFn = Callable[..., dict]
 StepMetricsFn = Callable[[dict[str, list[float]]], dict[str, float]]
+StepAdvantagesFn = Callable[..., list[Tensor]]
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,10 @@ class CreditMethod:
     """name; advantages(group, **knobs) -> (G, L); knobs the orchestrator reads itself (``run_knobs``:
     name -> default); ``checks``: knob -> (test, what it must be) for every advantage and run knob;
     optional diagnostics(group, **knobs) -> dict of per-turn values and scalars for logging; optional
-    step_metrics(logs) -> step-level figures from every group's scalar logs of one step (key -> values)."""
+    step_metrics(logs) -> step-level figures from every group's scalar logs of one step (key -> values);
+    optional step_advantages(groups, advantages, **knobs) -> the step's final advantages, one (G, L) per group,
+    from every group's `advantages` of one step (for what depends on the whole step: PPO's whitening over the
+    batch). Without it a group's advantages are final."""
 
     name: str
     advantages: AdvantageFn
@@ -41,6 +45,7 @@ class CreditMethod:
     checks: Mapping[str, KnobCheck] = field(default_factory=dict)
     diagnostics: DiagnosticsFn | None = None
     step_metrics: StepMetricsFn | None = None
+    step_advantages: StepAdvantagesFn | None = None
     advantage_knobs: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +97,7 @@ def register_credit(
     checks: Mapping[str, KnobCheck] | None = None,
     diagnostics: DiagnosticsFn | None = None,
     step_metrics: StepMetricsFn | None = None,
+    step_advantages: StepAdvantagesFn | None = None,
 ) -> Callable[[AdvantageFn], AdvantageFn]:
     """Decorator registering ``fn(group: CreditGroup, *, knob=default, ...) -> Tensor (G, L)``."""
 
@@ -99,7 +105,8 @@ def register_credit(
         if name in _REGISTRY:
             raise ValueError(f"credit method {name!r} is already registered; pick another name")
         _REGISTRY[name] = CreditMethod(name, fn, inputs=tuple(inputs), run_knobs=dict(run_knobs or {}),
-                                       checks=dict(checks or {}), diagnostics=diagnostics, step_metrics=step_metrics)
+                                       checks=dict(checks or {}), diagnostics=diagnostics, step_metrics=step_metrics,
+                                       step_advantages=step_advantages)
         return fn
 
     return decorator

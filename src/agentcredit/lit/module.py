@@ -148,12 +148,18 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        advantages, trajectories, credit_logs, samples = [], [], [], []
+        credit_groups, group_advantages, group_logs = [], [], []
         for question, trajs in zip(questions, groups):
             group, logs = build_group(self.method, self.credit.run, trajs, question, self.credit_inputs, worker)
-            adv = self.method.advantages(group, **self.credit.advantage)  # (G, L_group)
+            group_advantages.append(self.method.advantages(group, **self.credit.advantage))  # (G, L_group)
             if self.method.diagnostics is not None:
                 logs.update(self.method.diagnostics(group, **self.credit.advantage))
+            credit_groups.append(group)
+            group_logs.append(logs)
+        if self.method.step_advantages is not None:  # what depends on the whole step (this process's groups)
+            group_advantages = self.method.step_advantages(credit_groups, group_advantages, **self.credit.advantage)
+        advantages, trajectories, credit_logs, samples = [], [], [], []
+        for question, trajs, adv, logs in zip(questions, groups, group_advantages, group_logs):
             advantages.extend(adv.unbind(0))
             trajectories.extend(trajs)
             # List-valued diagnostics hold one entry per rollout of the group (e.g. TRACE's δ and r per turn).
