@@ -263,6 +263,25 @@ def test_a_stopped_joblib_sweep_lists_each_job_as_its_folder_shows_it(tmp_path):
     assert len(lines) == 2 and "cannot be listed" in lines[1] and lines[1].endswith(": cmd")
 
 
+def test_a_stop_mark_written_by_hand_ends_a_joblib_sweep_with_its_jobs_states_not_all_jobs_ran(tmp_path):
+    """A worker that received a SIGTERM itself, or a hand, wrote the mark: the sweep's own process never got a signal,
+    yet its jobs did not all run, and its last lines must say so."""
+    import subprocess
+    import sys
+
+    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=6",
+                                                                               "trainer.val_check_interval=6"])
+    try:
+        (sweep / "stopped_by_sigterm").write_text("by hand\n")
+        out, err = sweep_process.communicate(timeout=300)
+    finally:
+        sweep_process.kill()
+    assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
+    assert "all jobs ran" not in out
+    summary = out[out.index("sweep stopped by the mark in its folder (stopped_by_sigterm)"):]
+    assert "not started: seed=3" in summary and "resume=true" in summary, summary
+
+
 def test_a_job_that_finds_the_stop_mark_does_not_start(tmp_path, monkeypatch, capsys):
     """A worker loky started after the signal (it replaces one whose memory grew) learns of it from the mark."""
     from agentcredit.lit.module import AgentRLModule

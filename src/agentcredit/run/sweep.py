@@ -235,10 +235,16 @@ class SweepSummary(Callback):
         for line in refused:
             print(f"[agentcredit] not run: {line}", flush=True)
         failed = failed_jobs(sweep_dir)
-        if progress.drained or drain_requested(sweep_dir):  # (a worker that received it marked the folder)
+        # A worker that received a SIGUSR1 itself marked the folder; a stop mark found here was written by a worker
+        # that received a SIGTERM itself, or by hand: either way jobs did not start, which this process cannot know.
+        drained = progress.drained or drain_requested(sweep_dir)
+        if drained or stop_requested(sweep_dir):
             for job in failed:
                 print(f"[agentcredit] failed: {job} ({failure_line(job)})", flush=True)
-            print("\n".join(drained_summary(sweep_dir, command)), flush=True)
+            head = (drained_summary(sweep_dir, command) if drained else
+                    [f"[agentcredit] sweep stopped by the mark in its folder ({STOP_MARK}): {sweep_dir}",
+                     *job_states(sweep_dir, command)])
+            print("\n".join(head), flush=True)
             raise SystemExit(1)
         if not failed and refused:
             raise SystemExit(f"[agentcredit] {len(refused)} job(s) of the sweep did not run: their folders are in use")
