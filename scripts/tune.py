@@ -269,7 +269,7 @@ def command_select(args) -> int:
         pick = r.points[r.chosen].point.name if r.chosen is not None else "none (not every job finished)"
         print(f"[tune] {r.grid.arm}: {pick}", flush=True)
     if args.arms_dir:
-        written += write_tuned_arms(results, args.arms_dir)
+        written += write_tuned_arms(results, args.arms_dir, table=(Path(args.out) / "tuning.md").as_posix())
     if args.experiment_out:
         missing = [r.grid.arm for r in results if r.chosen is None]
         # A comparison without some of its arms is not the fair one the sweep is for: never by accident.

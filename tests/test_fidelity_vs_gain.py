@@ -109,7 +109,7 @@ def test_a_tuned_arm_borrows_its_untuned_arms_fidelity_only_where_its_credit_is_
 
     borrowed = {arm: method for arm, method in ARM_TO_FIDELITY_METHOD.items()
                 if arm.endswith("_tuned") and method != arm}
-    assert set(borrowed) == {"grpo_tuned", "budget_grpo_tuned", "trace_tuned", "prover_heuristic_tuned", "turn_critic_tuned"}
+    assert set(borrowed) == {"grpo_tuned", "budget_grpo_tuned", "trace_tuned", "prover_heuristic_tuned"}
     for arm in borrowed:
         untuned = arm.removesuffix("_tuned")
         assert ARM_TO_FIDELITY_METHOD[untuned] == borrowed[arm]

@@ -222,6 +222,9 @@ def test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point(tmp_pat
                     "credit": {"num_continuations": 4, "only_mixed_groups": True}, "arm": "mc_value_m2_mixed_tuned"}
     written = write_tuned_arms([mc, grpo], tmp_path / "new" / "arms")  # the arms' own files still come from conf/arm
     assert [p.name for p in written] == ["mc_value_m2_mixed_tuned.yaml", "grpo_tuned.yaml"]
+    assert "; docs/results/tuning_long/tuning.md)." in written[0].read_text().splitlines()[1]
+    again = write_tuned_arms([mc], tmp_path / "again", table="docs/results/tuning_x/tuning.md")  # a second spec's table
+    assert "; docs/results/tuning_x/tuning.md)." in again[0].read_text().splitlines()[1]
     assert yaml.safe_load(written[0].read_text())["credit"]["only_mixed_groups"] is True
     assert yaml.safe_load(tuned_arm_yaml(CONF / "arm", grpo)) == {
         "defaults": [{"override /credit": "grpo"}], "train": {"lr": 3e-4}, "arm": "grpo_tuned"}

@@ -50,13 +50,14 @@ ARM_TO_FIDELITY_METHOD = {
     "trace_no_fill": "trace_no_fill",
     # The tuned comparison's arms (scripts/tune.py select). Where the chosen point moved only the learning rate or
     # left the credit at its listed setting, the credit is the untuned arm's and so is its fidelity; where it moved
-    # the credit's form (GiGPO's γ, IGPO's gains, gold evidence's penalty, Monte Carlo's M and groups), the tuned
-    # arm's own credit is measured (`agentcredit fidelity add_to=... methods=[<arm>_tuned]`, docs/fidelity.md).
+    # the credit's form (GiGPO's γ, IGPO's gains, gold evidence's penalty, Monte Carlo's M and groups, the critic's
+    # λ and whitening), the tuned arm's own credit is measured (`agentcredit fidelity add_to=... methods=[<arm>_tuned]`,
+    # docs/fidelity.md).
     "grpo_tuned": "grpo",
     "budget_grpo_tuned": "grpo",
     "trace_tuned": "trace",
     "prover_heuristic_tuned": "prover_heuristic",
-    "turn_critic_tuned": "turn_critic",
+    "turn_critic_tuned": "turn_critic_tuned",
     "gigpo_tuned": "gigpo_tuned",
     "igpo_tuned": "igpo_tuned",
     "gold_evidence_tuned": "gold_evidence_tuned",

@@ -213,9 +213,12 @@ def _merge(base: dict, extra: dict) -> dict:
     return merged
 
 
-def tuned_arm_yaml(arm_dir: Path, result: ArmResult) -> str:
+DEFAULT_TABLE = "docs/results/tuning_long/tuning.md"
+
+
+def tuned_arm_yaml(arm_dir: Path, result: ArmResult, table: str = DEFAULT_TABLE) -> str:
     """conf/arm/<arm>_tuned.yaml: the arm's own file (its defaults and settings), or its credit config, with the
-    chosen point on top."""
+    chosen point on top; its head names the setting, its score and the table it was chosen in (`table`)."""
     arm = result.grid.arm
     own = arm_dir / f"{arm}.yaml"
     # An arm without a file of its own is a credit config run under the arm's name (common/configs.py
@@ -227,20 +230,21 @@ def tuned_arm_yaml(arm_dir: Path, result: ArmResult) -> str:
     body["arm"] = f"{arm}_tuned"
     ci = f" [{_pct(point.interval[0])}, {_pct(point.interval[1])}]" if point.interval else ""
     head = (f"# @package _global_\n# Arm \"{arm}_tuned\": {arm} at the setting its tuning sweep chose, {point.point.name} "
-            f"(tuning-set accuracy {_pct(point.accuracy)}%{ci}; docs/results/tuning_long/tuning.md).\n"
+            f"(tuning-set accuracy {_pct(point.accuracy)}%{ci}; {table}).\n"
             f"#   python train.py arm={arm}_tuned\n# Written by scripts/tune.py select; regenerate rather than edit.\n")
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
 
 
-def write_tuned_arms(results: list[ArmResult], out_dir: str | Path, arm_dir: str | Path | None = None) -> list[Path]:
+def write_tuned_arms(results: list[ArmResult], out_dir: str | Path, arm_dir: str | Path | None = None,
+                     table: str = DEFAULT_TABLE) -> list[Path]:
     """<arm>_tuned.yaml for each arm with a choice, into `out_dir`; the arms' own files are read from `arm_dir`
-    (the package's conf/arm by default), wherever the tuned ones go."""
+    (the package's conf/arm by default), wherever the tuned ones go; `table`: the report the choice is in."""
     from agentcredit.common.paths import config_dir
 
     arm_dir = Path(arm_dir) if arm_dir is not None else config_dir() / "arm"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [atomic_write_text(out / f"{r.grid.arm}_tuned.yaml", tuned_arm_yaml(arm_dir, r))
+    return [atomic_write_text(out / f"{r.grid.arm}_tuned.yaml", tuned_arm_yaml(arm_dir, r, table))
             for r in results if r.chosen is not None]
 
 
