@@ -315,8 +315,11 @@ def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str]):
     args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
             "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    # Ctrl-C as a command started from a terminal gets it: a shell's background job (`make test-slow &`) ignores
+    # SIGINT, and a child inherits that.
     sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
         if sweep_process.poll() is not None or time.monotonic() > deadline:
