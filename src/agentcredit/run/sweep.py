@@ -161,16 +161,11 @@ def pass_sigterm_to_workers(sweep_dir: Path):
     return handler
 
 
-def folder_summary(sweep_dir: Path, command: str) -> list[str]:
-    """The lines a SIGTERM-stopped sweep ends with when its jobs ran in other processes: a head line, then
-    `job_states`."""
-    return [f"[agentcredit] sweep stopped by {preemption.PROGRESS.signal_name}: {sweep_dir}", *job_states(sweep_dir, command)]
-
-
-def drained_summary(sweep_dir: Path, command: str) -> list[str]:
-    """The lines a sweep drained by SIGUSR1 ends with (either launcher): a head line, then `job_states`."""
-    return [f"[agentcredit] sweep drained by SIGUSR1 (the running jobs finished, no new one started): {sweep_dir}",
-            *job_states(sweep_dir, command)]
+def folder_summary(sweep_dir: Path, command: str, how: str | None = None) -> list[str]:
+    """The lines a sweep that did not run all its jobs ends with when only its folders know their fates: a head line
+    saying `how` it ended (default: stopped by the signal this process received), then `job_states`."""
+    how = how or f"stopped by {preemption.PROGRESS.signal_name}"
+    return [f"[agentcredit] sweep {how}: {sweep_dir}", *job_states(sweep_dir, command)]
 
 
 def job_states(sweep_dir: Path, command: str) -> list[str]:
@@ -198,10 +193,6 @@ def job_states(sweep_dir: Path, command: str) -> list[str]:
     lines.append(f"[agentcredit] {counts[0]} finished, {counts[1]} stopped before the end, {counts[2]} not started; "
                  f"continue the sweep (finished jobs are skipped, the others continue from their last.ckpt): {command}")
     return lines
-
-
-def failure_line(job: Path) -> str:
-    return (job / "error.txt").read_text().strip().splitlines()[-1]
 
 
 class SweepSummary(Callback):
@@ -235,22 +226,23 @@ class SweepSummary(Callback):
         for line in refused:
             print(f"[agentcredit] not run: {line}", flush=True)
         failed = failed_jobs(sweep_dir)
+        for job in failed:
+            first = (job / "error.txt").read_text().strip().splitlines()[-1]
+            print(f"[agentcredit] failed: {job} ({first})", flush=True)
         # A worker that received a SIGUSR1 itself marked the folder; a stop mark found here was written by a worker
         # that received a SIGTERM itself, or by hand: either way jobs did not start, which this process cannot know.
-        drained = progress.drained or drain_requested(sweep_dir)
-        if drained or stop_requested(sweep_dir):
-            for job in failed:
-                print(f"[agentcredit] failed: {job} ({failure_line(job)})", flush=True)
-            head = (drained_summary(sweep_dir, command) if drained else
-                    [f"[agentcredit] sweep stopped by the mark in its folder ({STOP_MARK}): {sweep_dir}",
-                     *job_states(sweep_dir, command)])
-            print("\n".join(head), flush=True)
+        if progress.drained or drain_requested(sweep_dir):
+            how = "drained by SIGUSR1 (the running jobs finished, no new one started)"
+        elif stop_requested(sweep_dir):
+            how = f"stopped by the mark in its folder ({STOP_MARK})"
+        else:
+            how = None
+        if how is not None:
+            print("\n".join(folder_summary(sweep_dir, command, how)), flush=True)
             raise SystemExit(1)
         if not failed and refused:
             raise SystemExit(f"[agentcredit] {len(refused)} job(s) of the sweep did not run: their folders are in use")
         if not failed:
             print(f"[agentcredit] sweep finished, all jobs ran: {sweep_dir}", flush=True)
             return
-        for job in failed:
-            print(f"[agentcredit] failed: {job} ({failure_line(job)})", flush=True)
         raise SystemExit(f"[agentcredit] {len(failed)} job(s) of the sweep failed; tracebacks in their error.txt")

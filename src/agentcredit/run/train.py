@@ -291,12 +291,10 @@ def run_job(cfg: DictConfig) -> float:
         # The sweep's process was stopped after this process last heard from it: loky replaces a worker whose
         # memory grew by 300 MB after its job, and the new one never received the signal.
         preemption.PROGRESS.received = True
-    if multirun and preemption.PROGRESS.received:  # a SIGTERM stopped the sweep: later jobs do not start
-        preemption.PROGRESS.not_run.append(run_dir_path(cfg))
-        return math.nan
     if multirun and (preemption.PROGRESS.drained or sweep.drain_requested(sweep_dir())):  # a SIGUSR1 drained it
         preemption.PROGRESS.drained = True
         sweep.mark_drained(sweep_dir())  # where this worker received the signal itself, for the sweep's summary
+    if multirun and (preemption.PROGRESS.received or preemption.PROGRESS.drained):  # later jobs do not start
         preemption.PROGRESS.not_run.append(run_dir_path(cfg))
         return math.nan
     previous = None if multirun else preemption.install_stop_handlers()  # under -m: SweepSummary's, for the sweep
