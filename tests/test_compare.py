@@ -38,6 +38,26 @@ def test_statistics_by_hand():
     assert "| 2/3 (0.5) | 0.225 | 0.225 | 0.796 | 15.5 | 0.100 ± 0.000 | inconclusive |" in report
 
 
+
+def test_the_critic_fit_table_by_hand():
+    from agentcredit.analysis.comparison import CRITIC_LAST_STEPS, critic_fit, critic_fit_lines
+
+    def critic_run(seed, ev):  # ev: the explained variance logged at each step
+        run = _run("turn_critic", seed, 0.3, [0.1] * len(ev))
+        for step, value in enumerate(ev):
+            run.steps[step]["credit/critic_explained_var"] = value
+        return run
+
+    n = CRITIC_LAST_STEPS
+    # seed 0: 0.5 over the first 100 steps, 0.1 over the last 100: 0.3 over all, 0.1 over the last 100
+    # seed 1: 0.0 throughout; mean of the seeds 0.15 and 0.05, sd 0.2121 and 0.0707: t(0.975, 1) = 12.706205
+    runs = [critic_run(0, [0.5] * n + [0.1] * n), critic_run(1, [0.0] * 2 * n)]
+    assert critic_fit(runs[0]) == pytest.approx(0.3) and critic_fit(runs[0], n) == pytest.approx(0.1)
+    lines = critic_fit_lines({"turn_critic": runs, "grpo": [_run("grpo", 0, 0.3, [0.1])]})
+    assert "| turn_critic | 2 | 0.150 ± 1.906 | 0.050 ± 0.635 |" in lines  # 12.706205 · 0.2121 / √2 = 1.906
+    assert not any(line.startswith("| grpo") for line in lines)  # no critic: no row
+    assert critic_fit_lines({"grpo": [_run("grpo", 0, 0.3, [0.1])]}) == []  # and no section
+
 def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
     sweep, _ = tiny_sweep
     runs, left_out = read_runs(sweep)

@@ -252,6 +252,36 @@ def hop_accuracy_lines(arms: dict[str, list[Run]], s: VerdictSettings) -> list[s
     return lines
 
 
+CRITIC_FIT = "credit/critic_explained_var"
+CRITIC_LAST_STEPS = 100
+
+
+def critic_fit(run: Run, last: int | None = None) -> float | None:
+    """The run's mean explained variance of its critic over its training steps, or over its last ``last``
+    logged steps; None for a run that trained no critic."""
+    values = [v for _, v in run.series(CRITIC_FIT)]
+    values = values[-last:] if last else values
+    return sum(values) / len(values) if values else None
+
+
+def critic_fit_lines(arms: dict[str, list[Run]]) -> list[str]:
+    """How well each learned critic predicted its targets: an arm whose values explain none of the return's
+    variance gives credit that is the outcome plus noise, so its accuracy reads beside this."""
+    rows = []
+    for arm, arm_runs in arms.items():
+        whole = [v for v in (critic_fit(r) for r in arm_runs) if v is not None]
+        last = [v for v in (critic_fit(r, CRITIC_LAST_STEPS) for r in arm_runs) if v is not None]
+        if whole:
+            rows.append(f"| {arm} | {len(whole)} | {_fmt(mean_ci(whole))} | {_fmt(mean_ci(last))} |")
+    if not rows:
+        return []
+    return ["", "Learned critics' fit: explained variance 1 − Var(G − V)/Var(G) of the values the credit used, against "
+            "the step's λ-return targets G, before that step's critic update (1: perfect, 0: no better than the "
+            "targets' mean); the mean over training steps and over the last "
+            f"{CRITIC_LAST_STEPS}, ± the half-width of a 95% t-interval over seeds:", "",
+            f"| arm | seeds | all steps | last {CRITIC_LAST_STEPS} steps |", "|---|---|---|---|", *rows]
+
+
 def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     """The report's verdict section: every arm against the reference, overall and per hop count."""
     arms = by_arm(runs)
@@ -327,6 +357,7 @@ def markdown_report(runs: list[Run], settings: VerdictSettings | None = None) ->
               "continuations included. Extra tokens: continuation tokens / rollout tokens."]
     lines += verdict_lines(runs, settings)
     lines += curve_lines(arms)  # nothing for runs that kept no validation outcomes
+    lines += critic_fit_lines(arms)  # nothing unless an arm trained a learned critic
     return "\n".join(lines) + "\n"
 
 

@@ -30,7 +30,8 @@ from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read
 # Per-step columns kept by the export (everything compare.py reads).
 STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
                 "rollout/tool_calls", "time/step_s", "credit/accepted", "credit/verified", "credit/extra_tokens",
-                "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share")
+                "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share",
+                "credit/critic_explained_var")
 EXPORTED = ("*.summary.json", "*.steps.csv", f"*{EXPORTED_OUTCOMES}", f"*{EXPORTED_VAL_OUTCOMES}/step*.jsonl")
 
 
