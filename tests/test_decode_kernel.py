@@ -142,3 +142,12 @@ def test_ninja_beside_the_interpreter_is_put_on_path(monkeypatch, tmp_path):
     ninja.unlink()
     monkeypatch.setenv("PATH", str(empty))
     assert decode_kernel._put_ninja_on_path() is False
+
+
+def test_each_python_environment_builds_its_own_kernel(monkeypatch):
+    # torch's build file names the environment's include paths: two environments sharing one build folder would
+    # each find the other's build out of date and rebuild it at every process start
+    tag = decode_kernel._cpu_tag()
+    assert decode_kernel._cpu_tag() == tag  # one environment: one name, built once
+    monkeypatch.setattr(decode_kernel.sys, "prefix", "/elsewhere/.venv")
+    assert decode_kernel._cpu_tag() != tag

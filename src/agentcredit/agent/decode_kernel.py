@@ -264,9 +264,12 @@ def _flags() -> list[str]:
 
 
 def _cpu_tag() -> str:
-    """A short hash of this CPU's features and the flags: a build for one CPU is never loaded on another
-    through a shared cache folder."""
-    identity = platform.machine() + platform.processor() + (cpuinfo_value(("flags", "Features")) or "")
+    """A short hash of this CPU's features, the flags and the Python environment: a build for one CPU is never
+    loaded on another through a shared cache folder, and two environments (a clone's own .venv beside another's)
+    do not rebuild over each other's build (torch's build file names the environment's include paths, so each
+    would find the other's out of date: about 25 s at every process start)."""
+    identity = (platform.machine() + platform.processor() + (cpuinfo_value(("flags", "Features")) or "")
+                + sys.prefix)
     return hashlib.sha1((identity + " ".join(_flags())).encode()).hexdigest()[:10]
 
 
