@@ -63,15 +63,25 @@ def test_a_job_without_a_sibling_step_time_is_not_counted_and_said_so(tmp_path):
     assert "1 job without a measured step time ('?') not counted" in progress_lines(jobs)[-1]
 
 
+def test_the_sweepers_params_read_as_hydra_reads_them(tmp_path):
+    from agentcredit.analysis.sweep_progress import sweep_params
+
+    config = {"hydra": {"sweeper": {"params": {"lr": "range(1,4)", "arm": "a, b", "seed": 7}},
+                        "overrides": {"task": ["seed=0,1", "trainer.max_steps=4"]}}}
+    # range(1,4) is 1, 2, 3 (Hydra's range, end excluded); a plain value is a list of one; the command line's
+    # sweep (seed=0,1) replaces the sweeper's value of the same key, and its plain overrides are not sweeps
+    assert sweep_params(config, tmp_path) == {"lr": ["1", "2", "3"], "arm": ["a", "b"], "seed": ["0", "1"]}
+
+
 def test_what_it_cannot_read_is_one_line(tmp_path, capsys):
     with pytest.raises(RecordError, match="multirun.yaml is missing"):
         read_progress(tmp_path)
     (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(
-        {"hydra": {"sweeper": {"params": {"lr": "range(1,3)"}}}, "trainer": {"max_steps": 4}}))
+        {"hydra": {"sweeper": {"params": {"lr": "interval(1,3)"}}}, "trainer": {"max_steps": 4}}))
     with pytest.raises(SystemExit) as stopped:
         main([str(tmp_path)])
     err = capsys.readouterr().err
-    assert stopped.value.code == 1 and "is not a comma list" in err and len(err.strip().splitlines()) == 1
+    assert stopped.value.code == 1 and "is not a list of values" in err and len(err.strip().splitlines()) == 1
     (tmp_path / "multirun.yaml").write_text("hydra: [unclosed\n")
     with pytest.raises(RecordError, match="cannot be read"):
         read_progress(tmp_path)

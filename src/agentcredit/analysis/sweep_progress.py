@@ -70,32 +70,31 @@ def _sweep_config(sweep: Path) -> dict:
 
 
 def sweep_params(config: dict, where: Path) -> dict[str, list[str]]:
-    """The sweep's parameters as lists of values: the sweeper's `params` (comma lists), then the sweeps given on
-    the command line (`seed=0,1,2`, in `hydra.overrides.task`, as Hydra's basic sweeper adds them); RecordError
-    for sweep syntax other than comma lists."""
+    """The sweep's parameters as lists of values: the sweeper's `params`, then the sweeps given on the command line
+    (`seed=0,1,2`, in `hydra.overrides.task`, as Hydra's basic sweeper adds them), both read by Hydra's own
+    override parser (comma lists, range(...), choice(...)); RecordError for a sweep that is not a list of values
+    (an interval, say)."""
     hydra = config.get("hydra") or {}
     params = (hydra.get("sweeper") or {}).get("params") or {}
-    lists = {}
-    for key, value in params.items():
-        text = str(value)
-        if any(mark in text for mark in ("range(", "choice(", "interval(", "glob(", "[", "{")):
-            raise RecordError(f"{where}: sweep parameter {key}={text!r} is not a comma list; progress reads only those")
-        lists[str(key)] = [v.strip() for v in text.split(",")]
-    lists.update(_command_line_sweeps((hydra.get("overrides") or {}).get("task") or [], where))
+    lists = _sweeps([f"{key}={value}" for key, value in params.items()], where, single_values=True)
+    lists.update(_sweeps((hydra.get("overrides") or {}).get("task") or [], where, single_values=False))
     return lists
 
 
-def _command_line_sweeps(overrides: list, where: Path) -> dict[str, list[str]]:
+def _sweeps(overrides: list, where: Path, single_values: bool) -> dict[str, list[str]]:
+    """key -> its values, for each sweep among `overrides` (and, with single_values, each plain key=value too)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     try:
         parsed = OverridesParser.create().parse_overrides([str(item) for item in overrides])
     except HydraException as error:
-        raise RecordError(f"{where}: its command-line overrides cannot be parsed ({str(error).splitlines()[0]})") from None
+        raise RecordError(f"{where}: its sweep's overrides cannot be parsed ({str(error).splitlines()[0]})") from None
     sweeps = {}
     for override in parsed:
         if not override.is_sweep_override():
+            if single_values:
+                sweeps[override.key_or_group] = [override.get_value_element_as_str()]
             continue
         if not override.is_discrete_sweep():
             raise RecordError(f"{where}: sweep parameter {override.input_line!r} is not a list of values; "
