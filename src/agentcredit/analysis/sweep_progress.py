@@ -6,8 +6,9 @@ many working sessions, each continuing from the committed summaries and carried 
 needs one figure: how much is left.
 
 The sweep's jobs are the product of the sweeper's parameters in its `multirun.yaml` (lists of values as Hydra
-reads them: comma lists, range(...), e.g. `seed: 0,1,2,3,4` and `arm: grpo_tuned,...`). A job folder is matched to its job by its `.hydra/overrides.yaml`,
-or by its name where it has none (a finished job that restore_sweep.py gave back).
+reads them: comma lists, range(...), e.g. `seed: 0,1,2,3,4` and `arm: grpo_tuned,...`). A job folder is matched
+to its job by its `.hydra/overrides.yaml`, or by its name where it has none (a finished job that restore_sweep.py
+gave back).
 A job is *finished* when it holds `test_summary.json` (written after its held-out test), *started* when its
 `metrics.csv` has logged training steps (those with `time/step_s`), else *not started*. Steps left are its
 `trainer.max_steps` (the job's resolved config, else the sweep's) minus its logged steps; their cost is that
