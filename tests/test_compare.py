@@ -49,10 +49,13 @@ def test_the_critic_fit_table_by_hand():
         return run
 
     n = CRITIC_LAST_STEPS
-    # seed 0: 0.5 over the first 100 steps, 0.1 over the last 100: 0.3 over all, 0.1 over the last 100
-    # seed 1: 0.0 throughout; mean of the seeds 0.15 and 0.05, sd 0.2121 and 0.0707: t(0.975, 1) = 12.706205
-    runs = [critic_run(0, [0.5] * n + [0.1] * n), critic_run(1, [0.0] * 2 * n)]
+    # seed 0: 0.5 over the first 100 steps, 0.1 over the last 100: median 0.3 over all (the two middle values
+    # 0.1 and 0.5), 0.1 over the last 100. seed 1: 0.0 but one step of -50 (targets that barely varied): median 0.0
+    # either way, where a mean would be -0.25 and -0.5. Mean of the seeds 0.15 and 0.05, sd 0.2121 and 0.0707,
+    # t(0.975, 1) = 12.706205
+    runs = [critic_run(0, [0.5] * n + [0.1] * n), critic_run(1, [0.0] * (2 * n - 1) + [-50.0])]
     assert critic_fit(runs[0]) == pytest.approx(0.3) and critic_fit(runs[0], n) == pytest.approx(0.1)
+    assert critic_fit(runs[1]) == 0.0 and critic_fit(runs[1], n) == 0.0
     lines = critic_fit_lines({"turn_critic": runs, "grpo": [_run("grpo", 0, 0.3, [0.1])]})
     assert "| turn_critic | 2 | 0.150 ± 1.906 | 0.050 ± 0.635 |" in lines  # 12.706205 · 0.2121 / √2 = 1.906
     assert not any(line.startswith("| grpo") for line in lines)  # no critic: no row

@@ -257,11 +257,12 @@ CRITIC_LAST_STEPS = 100
 
 
 def critic_fit(run: Run, last: int | None = None) -> float | None:
-    """The run's mean explained variance of its critic over its training steps, or over its last ``last``
-    logged steps; None for a run that trained no critic."""
+    """The run's median explained variance of its critic over its training steps, or over its last ``last``
+    logged steps; None for a run that trained no critic. The median: a step whose targets barely vary (nearly
+    every rollout failed) has a tiny denominator, and one such step's −90 would decide a mean."""
     values = [v for _, v in run.series(CRITIC_FIT)]
     values = values[-last:] if last else values
-    return sum(values) / len(values) if values else None
+    return float(np.median(values)) if values else None
 
 
 def critic_fit_lines(arms: dict[str, list[Run]]) -> list[str]:
@@ -277,8 +278,8 @@ def critic_fit_lines(arms: dict[str, list[Run]]) -> list[str]:
         return []
     return ["", "Learned critics' fit: explained variance 1 − Var(G − V)/Var(G) of the values the credit used, against "
             "the step's λ-return targets G, before that step's critic update (1: perfect, 0: no better than the "
-            "targets' mean); the mean over training steps and over the last "
-            f"{CRITIC_LAST_STEPS}, ± the half-width of a 95% t-interval over seeds:", "",
+            "targets' mean); each run's median over its training steps and over its last "
+            f"{CRITIC_LAST_STEPS}, then the mean over seeds ± the half-width of a 95% t-interval:", "",
             f"| arm | seeds | all steps | last {CRITIC_LAST_STEPS} steps |", "|---|---|---|---|", *rows]
 
 
