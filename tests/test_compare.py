@@ -38,7 +38,6 @@ def test_statistics_by_hand():
     assert "| 2/3 (0.5) | 0.225 | 0.225 | 0.796 | 15.5 | 0.100 ± 0.000 | inconclusive |" in report
 
 
-
 def test_the_critic_fit_table_by_hand():
     from agentcredit.analysis.comparison import CRITIC_LAST_STEPS, critic_fit, critic_fit_lines
 
@@ -60,6 +59,7 @@ def test_the_critic_fit_table_by_hand():
     assert "| turn_critic | 2 | 0.150 ± 1.906 | 0.050 ± 0.635 |" in lines  # 12.706205 · 0.2121 / √2 = 1.906
     assert not any(line.startswith("| grpo") for line in lines)  # no critic: no row
     assert critic_fit_lines({"grpo": [_run("grpo", 0, 0.3, [0.1])]}) == []  # and no section
+
 
 def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
     sweep, _ = tiny_sweep

@@ -227,8 +227,8 @@ class SweepSummary(Callback):
             print(f"[agentcredit] not run: {line}", flush=True)
         failed = failed_jobs(sweep_dir)
         for job in failed:
-            first = (job / "error.txt").read_text().strip().splitlines()[-1]
-            print(f"[agentcredit] failed: {job} ({first})", flush=True)
+            error = (job / "error.txt").read_text().strip().splitlines()[-1]  # the exception's own line
+            print(f"[agentcredit] failed: {job} ({error})", flush=True)
         # A worker that received a SIGUSR1 itself marked the folder; a stop mark found here was written by a worker
         # that received a SIGTERM itself, or by hand: either way jobs did not start, which this process cannot know.
         if progress.drained or drain_requested(sweep_dir):
