@@ -49,7 +49,10 @@ def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
+        # Both jobs past a step whose last.ckpt is written: a step's metrics row is on disk a moment before its
+        # checkpoint, and a kill in between would leave a job with nothing to continue from (seen once in CI).
+        while not all(trained_steps(job) and (job / "checkpoints" / "last.ckpt").is_file()
+                      for job in (sweep / "0_seed0", sweep / "1_seed1")):
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()
             time.sleep(0.2)
         workers = [c for c in psutil.Process(running.pid).children() if "loky" in " ".join(c.cmdline())
