@@ -84,6 +84,8 @@ COMMANDS = {
     "agentcredit bench step --against 62bd954": (
         "not run", "checks out and times two revisions side by side (minutes); one revision's path runs in "
                    "tests/test_scripts.py::test_bench_step_splits_a_step_and_counts_padding"),
+    "agentcredit bench compile --threads 1 --repeats 3 experiment=compare_long arm=grpo": (
+        "test", "tests/test_scripts.py::test_bench_compile_times_both_sides_on_the_same_work"),
     "agentcredit bench rollout": ("test", "tests/test_scripts.py::test_bench_rollout_prints_both_rates_from_one_run"),
     "agentcredit bench reference-scoring": ("test", "tests/test_scripts.py::test_bench_reference_scoring_prints_its_line"),
     "agentcredit bench env --docs 500 --lines 12": (SLOW, ["--docs", "20", "--lines", "4"]),

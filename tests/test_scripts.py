@@ -205,6 +205,23 @@ def test_bench_reference_scoring_prints_its_line():
     assert out["T"] == 3 and out["max_abs_diff"] <= 1e-4
 
 
+@pytest.mark.slow  # the inductor compiles the sampler's two layer parts and the update's forward and backward (~1 min)
+def test_bench_compile_times_both_sides_on_the_same_work():
+    out = run_json(str(AGENTCREDIT), "bench", "compile", "--questions", "1", "--group", "2", "--repeats", "2",
+                   "--", *TINY_MODEL)
+    assert out["rollouts"] == 2 and out["repeats"] == 2 and len(out["sampler_forward_ratios"]) == 2
+    # Figures are medians of the repeats: with two, the ratio of the two medians lies between the repeats' ratios.
+    for part in ("sampler_forward", "update"):
+        low, high = sorted(out[f"{part}_ratios"])
+        assert low - 2 * PRINTED_HALF_UNIT <= out[f"{part}_ratio"] <= high + 2 * PRINTED_HALF_UNIT
+    assert out["update_ratio"] == pytest.approx(out["update_eager_s"] / out["update_compiled_s"], abs=rounding_of_quotient(
+        (out["update_eager_s"], 1), (out["update_compiled_s"], 1)))
+    # Compiled and eager are the same arithmetic up to the order of float sums.
+    assert out["same_tokens"] and out["sampler_max_logprob_gap"] < 1e-4
+    assert out["update_max_logprob_gap"] < 1e-4 and out["update_grad_gap"] < 1e-4
+    assert out["update_tokens"] > out["sampler_tokens"] > 0
+
+
 def test_build_base_policy_writes_weights_tokenizer_and_info(tmp_path):
     small = [o for o in TINY_MODEL if o != "model.warm_start=false"]
     short = ["warmstart.episodes=4", "warmstart.steps=2", "warmstart.window_steps=1", "warmstart.window_mix=1",

@@ -162,14 +162,7 @@ class LeanForward:
                 q = fused.q_norm(F.linear(h, attn.q_proj.weight).view(-1, heads, dim))  # (T', H, D)
                 q = q * q_cos + rotate_half(q) * q_sin
             else:
-                qkv = fused.qkv(h)
-                v = qkv[:, heads + kv_heads:]
-                if fused.per_head_norms:  # Qwen3 normalises each head's queries and keys before RoPE
-                    qk = torch.cat([fused.q_norm(qkv[:, :heads]), fused.k_norm(qkv[:, heads:heads + kv_heads])], dim=1)
-                else:
-                    qk = qkv[:, :heads + kv_heads]
-                qk = qk * cos + rotate_half(qk) * sin  # queries and keys rotated in one go
-                q, k = qk[:, :heads], qk[:, heads:]
+                q, k, v = fused.queries_keys_values(h, cos, sin)
             keys, values = cache.put(k[batch.written], v[batch.written], index, batch.slots, batch.columns)
             parts = []
             if decode_lengths is not None:
@@ -191,9 +184,7 @@ class LeanForward:
                                         values[slot:slot + 1, :, :column + 1], column, 1, self.scaling, gqa)
                 parts.append(out[0].transpose(0, 1))  # (1, H, D)
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
-            x = x + F.linear(out.reshape(out.shape[0], -1), attn.o_proj.weight)
-            gate, up = fused.gate_up(fused.post_norm(x))
-            x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
+            x = fused.residual_mlp(x, out.reshape(out.shape[0], -1))
         if last < 0:  # a model without layers
             x = x[keep]
         return F.linear(_norm(self.norm)(x), self.model.lm_head.weight)
@@ -230,6 +221,7 @@ class _FusedLayer:
         self.heads, self.kv_heads, self.dim = heads, kv_heads, dim
         self.separate_qkv = (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
         self.separate_gate_up = (mlp.gate_proj.weight, mlp.up_proj.weight)
+        self.o_weight, self.down_weight = attn.o_proj.weight, mlp.down_proj.weight
         self.qkv_weight = torch.cat(self.separate_qkv).detach() if fuse else None
         self.gate_up_weight = torch.cat(self.separate_gate_up).detach() if fuse else None
         self.input_norm = _norm(layer.input_layernorm)
@@ -250,6 +242,26 @@ class _FusedLayer:
         out = (F.linear(h, self.qkv_weight) if self.qkv_weight is not None
                else torch.cat([F.linear(h, w) for w in self.separate_qkv], dim=-1))
         return out.view(-1, self.heads + 2 * self.kv_heads, self.dim)
+
+    def queries_keys_values(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """The normed hidden states `h` (T, C) -> queries (T, heads, D) and keys (T, kv_heads, D), rotated
+        by RoPE's `cos`/`sin` (T, 1, D), and values (T, kv_heads, D)."""
+        qkv = self.qkv(h)
+        heads, kv_heads = self.heads, self.kv_heads
+        v = qkv[:, heads + kv_heads:]
+        if self.per_head_norms:  # Qwen3 normalises each head's queries and keys before RoPE
+            qk = torch.cat([self.q_norm(qkv[:, :heads]), self.k_norm(qkv[:, heads:heads + kv_heads])], dim=1)
+        else:
+            qk = qkv[:, :heads + kv_heads]
+        qk = qk * cos + rotate_half(qk) * sin  # queries and keys rotated in one go
+        return qk[:, :heads], qk[:, heads:], v
+
+    def residual_mlp(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The rest of the layer after attention: `x` (T, C) plus the output projection of `attended`
+        (T, heads·D), then plus the MLP of that, normed."""
+        x = x + F.linear(attended, self.o_weight)
+        gate, up = self.gate_up(self.post_norm(x))
+        return x + F.linear(F.silu(gate) * up, self.down_weight)
 
     def kv(self, h: torch.Tensor) -> torch.Tensor:
         """(T, 2 kv_heads, D): keys, values (the fused weight's last rows: a view, not a copy)."""
