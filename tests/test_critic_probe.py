@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from agentcredit.analysis.critic_probe import (
-    StatePool, cell_means, cross_fitted, explained_with_interval, fit_head, monte_carlo_returns, question_folds, ridge)
+    StatePool, cell_means, cross_fitted, explained_with_interval, fit_head, monte_carlo_returns, pooled_at_boundaries,
+    question_folds, ridge)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,6 +25,12 @@ def pool(features, returns, questions, hops, turns) -> StatePool:
 def test_monte_carlo_returns_discount_back_from_the_last_action():
     assert monte_carlo_returns(3, 1.1, 0.5).tolist() == pytest.approx([0.275, 0.55, 1.1])
     assert monte_carlo_returns(1, 0.1, 0.99).tolist() == pytest.approx([0.1])
+
+
+def test_pooled_features_average_each_state_s_tokens():
+    hidden = torch.tensor([[1.0, 0.0], [3.0, 2.0], [5.0, 4.0], [7.0, 6.0]])
+    # S_0 = tokens 0..1, S_1 = tokens 0..3: means (2, 1) and (4, 3)
+    assert pooled_at_boundaries(hidden, [2, 4]).tolist() == [[2.0, 1.0], [4.0, 3.0]]
 
 
 def test_folds_keep_a_question_together_and_halve_the_questions():
@@ -95,8 +102,8 @@ def test_the_script_prints_its_line_for_the_shipped_base_policy():
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
     assert out["questions"] == 12 and out["rollouts"] == 24 and out["trained_step"] is None
-    assert set(out["explained_variance"]) == {"head_30", "head_100", "head_300", "head_1000", "head_3000", "ridge",
-                                              "hops_and_turn"}
+    heads = {f"{kind}head_{k}" for kind in ("", "pooled_") for k in (30, 100, 300, 1000, 3000)}
+    assert set(out["explained_variance"]) == heads | {"ridge", "pooled_ridge", "hops_and_turn"}
     for point, low, high in out["explained_variance"].values():
         assert point <= 1 and low <= high <= 1
     assert out["states"] >= out["rollouts"] and out["return_var"] > 0

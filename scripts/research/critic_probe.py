@@ -14,6 +14,7 @@ explained variances over every state with 95% bootstrap intervals over questions
 - trained_head: the checkpoint's own critic head (a turn-critic run's), as it stood at the end of training;
 - head_<k>: a head of the critic's shape (hidden → 64 → 1) after k full-batch Adam steps at --lr;
 - ridge: ridge regression on the same features (--alpha);
+- pooled_head_<k>, pooled_ridge: the same two on each state's hidden states averaged over all its tokens;
 - hops_and_turn: the mean return of the other fold's states with the same hop count and turn index.
 """
 
@@ -53,7 +54,7 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from agentcredit.analysis.critic_probe import (
-        StatePool, cell_means, cross_fitted, explained_with_interval, fit_head, monte_carlo_returns,
+        StatePool, cell_means, cross_fitted, explained_with_interval, fit_head, monte_carlo_returns, pooled_at_boundaries,
         question_folds, ridge)
     from agentcredit.common.configs import compose_config
     from agentcredit.lit.critic import HEAD_WIDTH, TurnCritic, answered, load_trained_head
@@ -79,10 +80,16 @@ def main() -> None:
     if credit.get("name") == "turn-critic" and args.ckpt:
         trained = load_trained_head(critic, args.ckpt)
     features = critic.boundary_features(components.policy.eval(), trajectories)
-    parts = {"features": [], "returns": [], "question": [], "hops": [], "turn": [], "trained": []}
+    decoder = components.policy.eval().get_decoder()
+    parts = {"features": [], "pooled": [], "returns": [], "question": [], "hops": [], "turn": [], "trained": []}
     for t, q, f in zip(trajectories, rows, features):
         n = len(t.boundaries) if answered(t) else len(t.boundaries) - 1  # the states it acted from
+        if n == 0:
+            continue
         parts["features"].append(f[:n])
+        with torch.no_grad():
+            hidden_states = decoder(input_ids=torch.tensor([t.input_ids[: t.boundaries[n - 1]]])).last_hidden_state[0]
+        parts["pooled"].append(pooled_at_boundaries(hidden_states, t.boundaries[:n]))
         parts["returns"].append(monte_carlo_returns(n, float(t.reward), gamma))
         parts["question"] += [q.id] * n
         parts["hops"] += [q.hops] * n
@@ -102,6 +109,13 @@ def main() -> None:
                 "hops_and_turn": cell_means(train, test)}
 
     predictions = cross_fitted(pool, folds, predict)
+    pooled = StatePool(torch.cat(parts["pooled"]), pool.returns, pool.question, pool.hops, pool.turn)
+
+    def predict_pooled(train, test):
+        heads = fit_head(train, test, list(HEAD_STEPS), args.lr, HEAD_WIDTH, seed=args.seed)
+        return {**{f"pooled_head_{k}": p for k, p in heads.items()}, "pooled_ridge": ridge(train, test, args.alpha)}
+
+    predictions.update(cross_fitted(pooled, folds, predict_pooled))
     if trained is not None:
         predictions = {"trained_head": torch.cat(parts["trained"]), **predictions}
     explained = {}

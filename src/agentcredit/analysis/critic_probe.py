@@ -8,6 +8,9 @@ of states from one policy's rollouts, split by question into two folds:
 
 - the target of every state S_k a rollout acted from is its Monte Carlo return γ^{n−1−k} R (the turn critic's
   λ-return at λ = 1, the tuned comparison's setting);
+- the features are the critic's (the last hidden state at each state's last token), and also each state's hidden
+  states averaged over all its tokens (``pooled_at_boundaries``): whether the value is anywhere in the policy's
+  representation, not only where the critic reads it;
 - predictors are fitted on one fold and scored on the other (cross-fitting, both ways), so every score is on
   questions the predictor never saw: a head of the critic's shape trained for several numbers of full-batch
   Adam steps, ridge regression on the same features, and a table of mean returns by hop count and turn index
@@ -48,6 +51,14 @@ def monte_carlo_returns(actions: int, reward: float, gamma: float) -> torch.Tens
     """γ^{n−1−k} R for k = 0..n−1: the return from each state a rollout acted from (the last action earns R)."""
     exponents = torch.arange(actions - 1, -1, -1, dtype=torch.float64)
     return (gamma ** exponents) * reward
+
+
+def pooled_at_boundaries(hidden: torch.Tensor, boundaries: list[int]) -> torch.Tensor:
+    """(len(boundaries), H): for each state S_k, the mean of the hidden states of its tokens 0..boundaries[k]−1
+    (`hidden`: (L, H) of one rollout's tokens): the whole state, where the critic reads its last token only."""
+    sums = hidden.double().cumsum(0)  # (L, H)
+    ends = torch.tensor(boundaries, dtype=torch.long)
+    return sums[ends - 1] / ends[:, None].double()
 
 
 def question_folds(questions: np.ndarray, seed: int) -> np.ndarray:
