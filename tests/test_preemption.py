@@ -336,7 +336,7 @@ def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_ot
     sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=8",
                                                                                "trainer.val_check_interval=8"])
     try:
-        started = {n for n in range(4) if (sweep / f"{n}_seed{n}" / "metrics.csv").exists()}
+        running = {n for n in range(4) if (sweep / f"{n}_seed{n}" / "metrics.csv").exists()}
         sweep_process.send_signal(signal.SIGUSR1)
         out, err = sweep_process.communicate(timeout=300)
     finally:
@@ -344,7 +344,11 @@ def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_ot
     assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     summary = out[out.index("sweep drained by SIGUSR1"):]
-    assert started >= {0, 1} and started != {0, 1, 2, 3}, summary
+    # Which jobs ran is read after the end: on a loaded machine a worker may take its next job in the moment
+    # between the signal and its handler (the drain mark it checks is not yet written), so a third job may run too.
+    # Without the drain all four would have.
+    started = {n for n in range(4) if (sweep / f"{n}_seed{n}" / "metrics.csv").exists()}
+    assert running >= {0, 1} and started >= running and started != {0, 1, 2, 3}, summary
     for n in range(4):
         if n in started:  # ran to its end
             assert trained_steps(sweep / f"{n}_seed{n}") == 8 and f"finished: {sweep / f'{n}_seed{n}'}" in summary
