@@ -305,29 +305,42 @@ def test_a_job_that_finds_the_stop_mark_does_not_start(tmp_path, monkeypatch, ca
     assert not (sweep / "1_seed1" / "metrics.csv").exists()
 
 
-def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str]):
+def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempts: int = 3):
     """A sweep of seeds 0-3 on two joblib workers, started as a command and returned once both workers have trained a
-    step of their first job: (sweep folder, its arguments, environment, process). The caller kills the process."""
+    step of their first job and neither has finished it, nor a third job started: (sweep folder, its arguments,
+    environment, process). The caller kills the process.
+
+    On a loaded machine one worker can start so late that the other has finished its first job, and taken the next,
+    before this sees both at work (a fresh-clone CI run saw all four jobs run): the tests' scenario, a signal while
+    jobs 0 and 1 run, never happened. Such a try is killed and the sweep started again in a new folder."""
     import subprocess
     import sys
     import time
 
-    sweep = tmp_path / "sweep"
-    args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3", f"hydra.sweep.dir={sweep}",
-            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, *overrides]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
-    # Ctrl-C as a command started from a terminal gets it: a shell's background job (`make test-slow &`) ignores
-    # SIGINT, and a child inherits that.
-    sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 300
-    while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
-        if sweep_process.poll() is not None or time.monotonic() > deadline:
-            sweep_process.kill()
-            pytest.fail(f"the sweep did not reach both first jobs: {sweep_process.communicate()}")
-        time.sleep(0.1)
-    return sweep, args, env, sweep_process
+    max_steps = int([o for o in overrides if o.startswith("trainer.max_steps=")][-1].split("=")[1])
+    for attempt in range(attempts):
+        sweep = tmp_path / ("sweep" if attempt == 0 else f"sweep_try{attempt}")
+        args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3",
+                f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, *overrides]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+        # Ctrl-C as a command started from a terminal gets it: a shell's background job (`make test-slow &`) ignores
+        # SIGINT, and a child inherits that.
+        sweep_process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         start_new_session=True,
+                                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 300
+        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
+            if sweep_process.poll() is not None or time.monotonic() > deadline:
+                sweep_process.kill()
+                pytest.fail(f"the sweep did not reach both first jobs: {sweep_process.communicate()}")
+            time.sleep(0.1)
+        first_jobs_running = all(trained_steps(sweep / f"{n}_seed{n}") < max_steps for n in (0, 1))
+        if first_jobs_running and not any((sweep / f"{n}_seed{n}").exists() for n in (2, 3)):
+            return sweep, args, env, sweep_process
+        os.killpg(sweep_process.pid, signal.SIGKILL)  # its workers too: they hold its output pipes open
+        sweep_process.communicate(timeout=60)
+    pytest.fail(f"in {attempts} tries the machine never ran jobs 0 and 1 side by side before a third job started")
 
 
 def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other(tmp_path):
