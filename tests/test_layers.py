@@ -49,7 +49,7 @@ ALLOWED = {
     "analysis.fidelity_vs_gain": {"analysis.comparison", "analysis.comparison_runs"},
     "analysis.pilot": set(),
     "analysis.sweep_progress": set(),
-    "analysis.critic_probe": set(),
+    "analysis.critic_probe": {"analysis.comparison_stats"},
 }
 # The commands (agentcredit/cli/) are the entry points: they may import every area, and nothing imports them.
 ALLOWED["cli"] = set(ALLOWED)

@@ -258,7 +258,7 @@ class _FusedLayer:
 
     def residual_mlp(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The rest of the layer after attention: `x` (T, C) plus the output projection of `attended`
-        (T, heads·D), then plus the MLP of that, normed."""
+        (T, heads·D), then that sum plus the MLP of its norm."""
         x = x + F.linear(attended, self.o_weight)
         gate, up = self.gate_up(self.post_norm(x))
         return x + F.linear(F.silu(gate) * up, self.down_weight)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agentcredit.analysis.comparison_stats import percentile_interval
 from agentcredit.credit.critic import explained_variance
 
 
@@ -145,6 +146,6 @@ def explained_with_interval(predictions: torch.Tensor, pool: StatePool, resample
         picked = np.concatenate([members[i] for i in rng.integers(0, len(questions), len(questions))])
         index = torch.from_numpy(picked)
         draws.append(explained_variance(predictions[index], pool.returns[index]))
-    tail = 100 * (1 - level) / 2
-    low, high = np.nanpercentile(draws, [tail, 100 - tail])
-    return point, float(low), float(high)
+    draws = np.array(draws)
+    low, high = percentile_interval(draws[~np.isnan(draws)], level)  # a resample whose returns are all equal has no EV
+    return point, low, high
