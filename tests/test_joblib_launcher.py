@@ -74,3 +74,123 @@ def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert [trained_steps(sweep / f"{n}_seed{n}") for n in range(3)] == [30] * 3
+
+
+# ------------------------------------------------------------------------- hydra.launcher.order=longest_first
+def _job(sweep, name, overrides, step_times, finished=False):
+    folder = sweep / name
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    rows = "".join(f"{i},{t}\n" for i, t in enumerate(step_times))
+    (folder / "metrics.csv").write_text("step,time/step_s\n" + rows)
+    if finished:
+        (folder / "test_summary.json").write_text("{}")
+
+
+def test_longest_first_runs_the_started_jobs_then_the_most_hours_left_and_keeps_the_sweeps_order_in_ties(tmp_path):
+    from agentcredit.run.joblib_launcher import dispatch_order
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
+        "hydra": {"sweeper": {"params": {"seed": "0,1", "arm": "a,b,c"}}}, "trainer": {"max_steps": 10}}))
+    # seed 0: a finished; b 4 of 10 steps at 360 s (0.6 h left); c 2 steps at 36 s (0.08 h left)
+    _job(sweep, "0_seed:0+arm:a", ["seed=0", "arm=a"], [1.0] * 10, finished=True)
+    _job(sweep, "1_seed:0+arm:b", ["seed=0", "arm=b"], [360.0] * 4)
+    _job(sweep, "2_seed:0+arm:c", ["seed=0", "arm=c"], [36.0] * 2)
+    # seed 1, not started: a ~ 10 x 1 s (0.0028 h), b ~ 10 x 360 s (1 h), c ~ 10 x 36 s (0.1 h)
+    jobs = [["experiment=x", f"seed={s}", f"arm={a}", "resume=true"] for s in (0, 1) for a in "abc"]
+    order, line = dispatch_order(sweep, jobs, initial_job_idx=0)
+    assert order == [1, 2, 4, 5, 3, 0]  # the started ones first
+    assert line == ("[agentcredit] jobs started first, then the longest (training hours left, as agentcredit progress "
+                    "estimates them): #1 (0.6 h), #2 (0.1 h), #4 (1.0 h), #5 (0.1 h), #3 (0.0 h); finished jobs last")
+    # nothing like arm d has run: no estimate, so it counts as the longest and goes first
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({
+        "hydra": {"sweeper": {"params": {"seed": "0,1", "arm": "a,b,c,d"}}}, "trainer": {"max_steps": 10}}))
+    jobs = [["experiment=x", f"seed={s}", f"arm={a}"] for s in (0, 1) for a in "abcd"]
+    order, line = dispatch_order(sweep, jobs)
+    assert order == [1, 2, 3, 7, 5, 6, 4, 0] and "#1 (0.6 h), #2 (0.1 h), #3 (?), #7 (?), #5 (1.0 h), #6 (0.1 h), ...;" in line
+
+
+def test_a_fresh_sweep_keeps_its_order_and_a_bad_order_is_one_line():
+    from agentcredit.run.joblib_launcher import check_order, dispatch_order
+
+    order, line = dispatch_order(ROOT / "no-such-sweep", [["seed=0"], ["seed=1"], ["seed=2"]])
+    assert order == [0, 1, 2] and line.startswith("[agentcredit] jobs in the sweep's order: ") and "multirun.yaml" in line
+    assert check_order("longest_first") == "longest_first"
+    with pytest.raises(ValueError, match=r"^hydra.launcher.order='bogus' is not one of given, longest_first$"):
+        check_order("bogus")
+
+
+APP = """
+import os
+import hydra
+from hydra.core.hydra_config import HydraConfig
+
+@hydra.main(version_base=None, config_path=".", config_name="app")
+def main(cfg):
+    with open(os.environ["ORDER_LOG"], "a") as log:
+        log.write(f"{cfg.x} {HydraConfig.get().runtime.output_dir}\\n")
+
+main()
+"""
+
+
+def test_the_launcher_hands_joblib_the_jobs_longest_first_under_their_own_numbers(tmp_path):
+    """The launcher itself, with a task that only writes down when it ran (the next test trains)."""
+    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "app.yaml").write_text(yaml.safe_dump({
+        "defaults": [{"override hydra/launcher": "joblib_workers"}, "_self_"], "x": 0, "trainer": {"max_steps": 4},
+        "hydra": {"searchpath": ["pkg://agentcredit.conf"], "launcher": {"n_jobs": 1, "order": "longest_first"},
+                  "sweep": {"dir": str(tmp_path / "sweep"), "subdir": "${hydra.job.num}"}}}))
+    for num, seconds in enumerate((10.0, 300.0, 100.0)):  # one step of 4 logged: 3 left, so 0.008, 0.25, 0.08 h
+        _job(tmp_path / "sweep", str(num), [f"x={num}"], [seconds])
+    log = tmp_path / "order.log"
+    env = {**os.environ, "ORDER_LOG": str(log), "HYDRA_FULL_ERROR": "0"}
+    done = subprocess.run([sys.executable, "app.py", "-m", "x=0,1,2"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert ("[agentcredit] jobs started first, then the longest (training hours left, as agentcredit progress estimates "
+            "them): #1 (0.2 h), #2 (0.1 h), #0 (0.0 h); finished jobs last") in done.stdout
+    assert log.read_text().splitlines() == [f"{x} {tmp_path / 'sweep' / str(x)}" for x in (1, 2, 0)]
+    bad = subprocess.run([sys.executable, "app.py", "-m", "x=0,1", "hydra.launcher.order=bogus"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "hydra.launcher.order='bogus' is not one of given, longest_first" in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_sweep_resumed_longest_first_runs_its_jobs_in_that_order_under_their_own_numbers(tmp_path):
+    sweep = tmp_path / "sweep"
+    shrink = [o for o in TINY if o != "logger=none"] + ["logger=csv", "trainer.val_check_interval=100", "+final_test=false"]
+    base = [sys.executable, str(ROOT / "train.py"), "-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=1",
+            "seed=0,1,2", f"hydra.sweep.dir={sweep}", *shrink]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+    first = subprocess.run([*base, "trainer.max_steps=1"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    folders = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    # as if each job had been stopped after its first step of 3, which took 100, 3,000 and 1,000 s: 2 steps left,
+    # so 0.06, 1.7 and 0.6 h
+    for folder, seconds in zip(folders, (100.0, 3000.0, 1000.0)):
+        resolved = sweep / folder / "resolved_config.yaml"
+        config = yaml.safe_load(resolved.read_text())
+        config["trainer"]["max_steps"] = 3
+        resolved.write_text(yaml.safe_dump(config))
+        path = sweep / folder / "metrics.csv"
+        rows = path.read_text().splitlines()
+        column = rows[0].split(",").index("time/step_s")
+        timed = [r.split(",") for r in rows[1:]]
+        for r in timed:
+            if r[column]:
+                r[column] = str(seconds)
+        path.write_text("\n".join([rows[0], *(",".join(r) for r in timed)]) + "\n")
+    second = subprocess.run([*base, "trainer.max_steps=3", "hydra.launcher.order=longest_first", "resume=true"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert ("[agentcredit] jobs started first, then the longest (training hours left, as agentcredit progress estimates "
+            "them): #1 (1.7 h), #2 (0.6 h), #0 (0.1 h); finished jobs last") in second.stdout
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == folders  # no new folder: the same numbers
+    assert [trained_steps(sweep / f) for f in folders] == [3, 3, 3]
+    # one worker: each job ran to its end before the next began, so their last checkpoints came in the order run
+    done = sorted(folders, key=lambda f: (sweep / f / "checkpoints" / "last.ckpt").stat().st_mtime)
+    assert [f.split("_")[0] for f in done] == ["1", "2", "0"]

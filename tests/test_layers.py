@@ -29,7 +29,7 @@ ALLOWED = {
     "run.preemption": set(),
     "run.carry": set(),
     "run.sweep": {"run.preemption", "analysis.sweep_progress"},
-    "run.joblib_launcher": {"run.sweep"},
+    "run.joblib_launcher": {"run.sweep", "analysis.sweep_progress"},
     "run.compose": {"checks.validation", "testbed", "lit", "judge"} | LOWER,
     "run.evaluate": {"checks.validation", "checks.config_checks", "run.compose", "lit"} | LOWER,
     "run.train": {"checks.validation", "checks.secret_check", "run.compose", "run.evaluate", "run.sweep", "run.preemption",

@@ -1,4 +1,5 @@
-"""Hydra's joblib launcher, with one addition: a worker process that dies ends the sweep in a few lines.
+"""Hydra's joblib launcher, with two additions: a worker process that dies ends the sweep in a few lines, and
+`hydra.launcher.order=longest_first` starts the jobs with the most training left first (`dispatch_order`).
 
 Hydra's joblib launcher (every comparison) runs a sweep's jobs in worker processes. When one of them dies from
 outside (the kernel's out-of-memory killer, `kill -9`), loky stops every worker and joblib raises
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentcredit.analysis.sweep_progress import read_progress
+from agentcredit.records import RecordError
 from agentcredit.run import sweep
 
 
@@ -32,3 +35,50 @@ def dead_worker_lines(sweep_dir: Path, error: str, command: str) -> list[str]:
     head = (f"[agentcredit] a worker process of the sweep died (exit codes {codes}{why}); the jobs running stopped at "
             f"their last checkpoint: {sweep_dir}")
     return [head, *sweep.job_states(sweep_dir, command)]
+
+
+ORDERS = ("given", "longest_first")
+
+
+def check_order(order: str) -> str:
+    if order not in ORDERS:
+        raise ValueError(f"hydra.launcher.order={order!r} is not one of {', '.join(ORDERS)}")
+    return order
+
+
+def _params(overrides) -> dict[str, str]:
+    pairs = (str(item).split("=", 1) for item in overrides if "=" in str(item))
+    return {key.lstrip("+~"): value for key, value in pairs}
+
+
+def dispatch_order(sweep_dir: Path, job_overrides, initial_job_idx: int = 0) -> tuple[list[int], str]:
+    """`hydra.launcher.order=longest_first`: the positions of `job_overrides` in the order joblib gets them, and a
+    line that says so: the jobs already started (most left first), then the others with the most training left
+    first, the finished ones last.
+
+    Why: joblib starts the jobs in the order it is handed them, so in the sweep's own order one long job (a Monte
+    Carlo value arm's, say) can start last and run alone while the other workers idle. Starting the longest first
+    (the longest-processing-time rule) keeps every worker busy to near the end. Started jobs go before it: a sweep
+    resumed in each working session would otherwise leave its started jobs waiting behind longer ones, each holding
+    a checkpoint to carry. The hours left are those `agentcredit progress` prints (analysis/sweep_progress.py: a
+    job's own median step time, or for a job not started that of its started siblings); a job with no estimate
+    (nothing like it has run) counts as the longest, so a fresh sweep keeps its own order. Ties keep the sweep's
+    order. Each job keeps its number and folder; only the start order changes."""
+    unknown = float("inf")
+    try:
+        jobs = read_progress(sweep_dir, warn=lambda _: None)
+    except RecordError as error:
+        return list(range(len(job_overrides))), f"[agentcredit] jobs in the sweep's order: {error}"
+    hours, started = [], []
+    for overrides in job_overrides:
+        given = _params(overrides)
+        job = next((j for j in jobs if all(given.get(k) == v for k, v in j.params.items())), None)
+        left = None if job is None else job.hours_left
+        hours.append(unknown if left is None else left)
+        started.append(job is not None and job.state == "started")
+    order = sorted(range(len(job_overrides)), key=lambda i: (hours[i] == 0, not started[i], -hours[i]))
+    shown = ", ".join(f"#{initial_job_idx + i} ({'?' if hours[i] == unknown else f'{hours[i]:.1f} h'})"
+                      for i in order[:6] if hours[i] > 0)
+    more = ", ..." if sum(h > 0 for h in hours) > 6 else ""
+    return order, (f"[agentcredit] jobs started first, then the longest (training hours left, as agentcredit progress "
+                   f"estimates them): {shown}{more}; finished jobs last")
