@@ -47,6 +47,21 @@ def test_each_job_its_state_and_the_hours_left_by_hand(sweep):
     lines = progress_lines(jobs, parallel=2)
     assert "| 0 | b | started | 4/10 | 720.0 | 1.20 |" in lines and "| 1 | a | not started | 0/10 | ~360.0 | 1.00 |" in lines
     assert "1 finished, 1 started, 2 not started. About 4.2 job-hours of training steps left (about 2.1 hours" in lines[-1]
+    # 2 workers, the sweep's order: (0,a) 0 h, (0,b) 1.2 on one, (1,a) 1.0 on the other, (1,b) 2.0 after it: 3.0 h.
+    # Longest first: (0,b) started, then (1,b) 2.0, then (1,a) 1.0 after (0,b): 2.2 h
+    assert lines[-1].endswith(" 2 at a time, the last job ends after about 3.0 hours in the sweep's order, 2.2 with "
+                              "hydra.launcher.order=longest_first (started jobs first, then the longest).")
+
+
+def test_the_launch_order_and_the_hours_to_the_end_by_hand():
+    from agentcredit.analysis.sweep_progress import hours_to_end, launch_order
+
+    hours, started = [0.0, 0.5, None, 3.0, 1.0, 2.0], [False, True, False, False, True, False]
+    assert launch_order(hours, started) == [4, 1, 2, 3, 5, 0]
+    assert launch_order([1.0, 1.0, 1.0], [False] * 3) == [0, 1, 2]  # ties keep the given order
+    # 2 workers: 3 and 2 start; 1 after the 2 (at 2); 1 after the 3 (at 3) -> ends at 4
+    assert hours_to_end([3.0, 2.0, 1.0, 1.0], [0, 1, 2, 3], 2) == 4.0
+    assert hours_to_end([1.0, 1.0, 3.0], [0, 1, 2], 2) == 4.0 and hours_to_end([1.0, 1.0, 3.0], [2, 0, 1], 2) == 3.0
 
 
 def test_a_job_without_a_sibling_step_time_is_not_counted_and_said_so(tmp_path):

@@ -20,6 +20,7 @@ estimate for this machine, not a promise.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import statistics
 from dataclasses import dataclass
@@ -172,6 +173,23 @@ def read_progress(sweep: str | Path, warn=print) -> list[JobProgress]:
     return jobs
 
 
+def launch_order(hours: list[float | None], started: list[bool]) -> list[int]:
+    """The positions of jobs in the order `hydra.launcher.order=longest_first` starts them (run/joblib_launcher.py
+    says why): the started ones first, then the others, each with the most hours left first; a job with no
+    estimate (None) counts as the longest, a finished one (0 h) goes last; ties keep the given order."""
+    left = [float("inf") if h is None else h for h in hours]
+    return sorted(range(len(left)), key=lambda i: (left[i] == 0, not started[i], -left[i]))
+
+
+def hours_to_end(hours: list[float], order: list[int], parallel: int) -> float:
+    """When the last job ends if `parallel` workers take the jobs in `order`, each worker the next one as soon as it
+    is free (as joblib hands them out)."""
+    workers = [0.0] * max(parallel, 1)
+    for i in order:
+        heapq.heapreplace(workers, workers[0] + hours[i])
+    return max(workers)
+
+
 def progress_lines(jobs: list[JobProgress], parallel: int = 2) -> list[str]:
     """A table, one line per job, and the totals."""
     keys = list(jobs[0].params) if jobs else []
@@ -193,4 +211,10 @@ def progress_lines(jobs: list[JobProgress], parallel: int = 2) -> list[str]:
               + (f"; {unknown} job{'s' * (unknown > 1)} without a measured step time ('?') not counted" if unknown else "")
               + ". ~: the median of the started jobs of the same parameters but the seed. Validations, tests and "
               "start-ups are not counted."]
+    if not unknown and total:
+        hours = [job.hours_left for job in jobs]
+        given = hours_to_end(hours, list(range(len(jobs))), parallel)
+        ordered = hours_to_end(hours, launch_order(hours, [job.state == "started" for job in jobs]), parallel)
+        lines[-1] += (f" {parallel} at a time, the last job ends after about {given:.1f} hours in the sweep's order, "
+                      f"{ordered:.1f} with hydra.launcher.order=longest_first (started jobs first, then the longest).")
     return lines

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcredit.analysis.sweep_progress import read_progress
+from agentcredit.analysis.sweep_progress import launch_order, read_progress
 from agentcredit.records import RecordError
 from agentcredit.run import sweep
 
@@ -64,7 +64,6 @@ def dispatch_order(sweep_dir: Path, job_overrides, initial_job_idx: int = 0) -> 
     job's own median step time, or for a job not started that of its started siblings); a job with no estimate
     (nothing like it has run) counts as the longest, so a fresh sweep keeps its own order. Ties keep the sweep's
     order. Each job keeps its number and folder; only the start order changes."""
-    unknown = float("inf")
     try:
         jobs = read_progress(sweep_dir, warn=lambda _: None)
     except RecordError as error:
@@ -73,12 +72,11 @@ def dispatch_order(sweep_dir: Path, job_overrides, initial_job_idx: int = 0) -> 
     for overrides in job_overrides:
         given = _params(overrides)
         job = next((j for j in jobs if all(given.get(k) == v for k, v in j.params.items())), None)
-        left = None if job is None else job.hours_left
-        hours.append(unknown if left is None else left)
+        hours.append(None if job is None else job.hours_left)
         started.append(job is not None and job.state == "started")
-    order = sorted(range(len(job_overrides)), key=lambda i: (hours[i] == 0, not started[i], -hours[i]))
-    shown = ", ".join(f"#{initial_job_idx + i} ({'?' if hours[i] == unknown else f'{hours[i]:.1f} h'})"
-                      for i in order[:6] if hours[i] > 0)
-    more = ", ..." if sum(h > 0 for h in hours) > 6 else ""
+    order = launch_order(hours, started)
+    shown = ", ".join(f"#{initial_job_idx + i} ({'?' if hours[i] is None else f'{hours[i]:.1f} h'})"
+                      for i in order[:6] if hours[i] != 0)
+    more = ", ..." if sum(h != 0 for h in hours) > 6 else ""
     return order, (f"[agentcredit] jobs started first, then the longest (training hours left, as agentcredit progress "
                    f"estimates them): {shown}{more}; finished jobs last")
