@@ -354,8 +354,9 @@ def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempt
 def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other(tmp_path):
     """`pkill -USR1 -f "experiment=..."` before a machine is given back: the running jobs end as if undisturbed (no
     job is left half-trained to carry), and none starts after them."""
-    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=8",
-                                                                               "trainer.val_check_interval=8"])
+    # 24 steps: room for the second worker to start while the first is still in its first job, under load too
+    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=24",
+                                                                               "trainer.val_check_interval=24"])
     try:  # the helper returns with jobs 0 and 1 running and no other started
         sweep_process.send_signal(signal.SIGUSR1)
         out, err = sweep_process.communicate(timeout=300)
@@ -371,7 +372,7 @@ def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_ot
     assert started >= {0, 1} and started != {0, 1, 2, 3}, summary
     for n in range(4):
         if n in started:  # ran to its end
-            assert trained_steps(sweep / f"{n}_seed{n}") == 8 and f"finished: {sweep / f'{n}_seed{n}'}" in summary
+            assert trained_steps(sweep / f"{n}_seed{n}") == 24 and f"finished: {sweep / f'{n}_seed{n}'}" in summary
         else:
             assert not (sweep / f"{n}_seed{n}" / "metrics.csv").exists() and f"not started: seed={n}" in summary
     assert f"{len(started)} finished, 0 stopped before the end, {4 - len(started)} not started" in summary
