@@ -270,8 +270,9 @@ def test_a_stop_mark_written_by_hand_ends_a_joblib_sweep_with_its_jobs_states_no
     import subprocess
     import sys
 
-    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=6",
-                                                                               "trainer.val_check_interval=6"])
+    # 24 steps: room for the second worker to start while the first is still in its first job, under load too
+    sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=24",
+                                                                               "trainer.val_check_interval=24"])
     try:
         (sweep / "stopped_by_sigterm").write_text("by hand\n")
         out, err = sweep_process.communicate(timeout=300)
