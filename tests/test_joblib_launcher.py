@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from agentcredit.run.joblib_launcher import dead_worker_lines
+from test_sweep_progress import _job  # a job folder with its overrides and step times
 from tiny_runs import ROOT, TINY, trained_steps
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -77,16 +78,6 @@ def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command
 
 
 # ------------------------------------------------------------------------- hydra.launcher.order=longest_first
-def _job(sweep, name, overrides, step_times, finished=False):
-    folder = sweep / name
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    rows = "".join(f"{i},{t}\n" for i, t in enumerate(step_times))
-    (folder / "metrics.csv").write_text("step,time/step_s\n" + rows)
-    if finished:
-        (folder / "test_summary.json").write_text("{}")
-
-
 def test_longest_first_runs_the_started_jobs_then_the_most_hours_left_and_keeps_the_sweeps_order_in_ties(tmp_path):
     from agentcredit.run.joblib_launcher import dispatch_order
 

@@ -105,6 +105,12 @@ def _sweeps(overrides: list, where: Path, single_values: bool) -> dict[str, list
     return sweeps
 
 
+def override_values(items) -> dict[str, str]:
+    """key -> value of a job's `key=value` overrides as Hydra lists them (a `+` or `~` prefix dropped)."""
+    pairs = (str(item).split("=", 1) for item in items if "=" in str(item))
+    return {key.lstrip("+~"): value for key, value in pairs}
+
+
 def _overrides(folder: Path) -> dict[str, str]:
     """The job's overrides: its .hydra/overrides.yaml, else its folder name (`<n>_key:value+key:value`, as
     hydra.sweep.subdir writes it; a folder restore_sweep.py gave back holds no .hydra/)."""
@@ -114,10 +120,9 @@ def _overrides(folder: Path) -> dict[str, str]:
             items = yaml.safe_load(path.read_text()) or []
         except (OSError, yaml.YAMLError):
             return {}
-        pairs = (str(item).split("=", 1) for item in items if "=" in str(item))
-    else:
-        _, _, dirname = folder.name.partition("_")
-        pairs = (item.split(":", 1) for item in dirname.split("+") if ":" in item)
+        return override_values(items)
+    _, _, dirname = folder.name.partition("_")
+    pairs = (item.split(":", 1) for item in dirname.split("+") if ":" in item)
     return {key.lstrip("+~"): value for key, value in pairs}
 
 

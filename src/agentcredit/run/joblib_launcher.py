@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcredit.analysis.sweep_progress import launch_order, read_progress
+from agentcredit.analysis.sweep_progress import launch_order, override_values, read_progress
 from agentcredit.records import RecordError
 from agentcredit.run import sweep
 
@@ -46,11 +46,6 @@ def check_order(order: str) -> str:
     return order
 
 
-def _params(overrides) -> dict[str, str]:
-    pairs = (str(item).split("=", 1) for item in overrides if "=" in str(item))
-    return {key.lstrip("+~"): value for key, value in pairs}
-
-
 def dispatch_order(sweep_dir: Path, job_overrides, initial_job_idx: int = 0) -> tuple[list[int], str]:
     """`hydra.launcher.order=longest_first`: the positions of `job_overrides` in the order joblib gets them, and a
     line that says so: the jobs already started (most left first), then the others with the most training left
@@ -70,7 +65,7 @@ def dispatch_order(sweep_dir: Path, job_overrides, initial_job_idx: int = 0) -> 
         return list(range(len(job_overrides))), f"[agentcredit] jobs in the sweep's order: {error}"
     hours, started = [], []
     for overrides in job_overrides:
-        given = _params(overrides)
+        given = override_values(overrides)
         job = next((j for j in jobs if all(given.get(k) == v for k, v in j.params.items())), None)
         hours.append(None if job is None else job.hours_left)
         started.append(job is not None and job.state == "started")
