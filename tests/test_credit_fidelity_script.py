@@ -56,7 +56,7 @@ def test_the_whole_command_at_tiny_sizes(tmp_path, capsys):
     # Started again in the same folder: nothing is measured again, the table is the same.
     before = (out / "turns.jsonl").read_text()
     table = (out / "fidelity.md").read_text()
-    with mock.patch("agentcredit.fidelity.run.measure_question", side_effect=AssertionError("measured again")):
+    with mock.patch("agentcredit.fidelity.run.measure_step", side_effect=AssertionError("measured again")):
         fidelity_cli(*args)
     assert (out / "turns.jsonl").read_text() == before and (out / "fidelity.md").read_text() == table
 
@@ -211,9 +211,9 @@ def test_methods_added_to_a_measurement_equal_measuring_them_at_once(tmp_path, c
     import agentcredit.fidelity.adding as adding
 
     sampled = []
-    add_question = adding.add_question
-    with mock.patch.object(adding, "add_question", side_effect=lambda cfg, record, *a: sampled.append(record["index"])
-                           or add_question(cfg, record, *a)):
+    add_step = adding.add_step
+    with mock.patch.object(adding, "add_step", side_effect=lambda cfg, step, *a: sampled.extend(r["index"] for r in step)
+                           or add_step(cfg, step, *a)):
         with mock.patch("agentcredit.fidelity.run.write_reports", side_effect=RuntimeError("stopped")):
             with pytest.raises(SystemExit):  # Hydra reports the error and exits 1
                 fidelity_cli(*base, f"add_to={one}", "methods=[trace]", f"hydra.run.dir={tmp_path / 'run2'}")

@@ -1,4 +1,5 @@
-"""Monte Carlo ground truth (agentcredit.fidelity.ground_truth) and turn credit (fidelity.methods) by hand."""
+"""Monte Carlo ground truth (agentcredit.fidelity.ground_truth) and turn credit (fidelity.methods) by hand,
+with a method's step-level hook applied over the step's groups together."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
 from agentcredit.fidelity.ground_truth import acting_states, group_truth, state_value, turn_truth
-from agentcredit.fidelity.methods import turn_credit
+from agentcredit.fidelity.methods import MethodUnderTest, step_credits, turn_credit
 
 N = NON_POLICY
 
@@ -84,3 +85,25 @@ def test_turn_credit_is_the_mean_token_advantage_of_each_action():
     assert turn_credit(row, t.turn_ids, t.loss_mask, 1, answered=True) == pytest.approx([2.0, 5.0])
     s = stopped_rollout()
     assert turn_credit(row, s.turn_ids, s.loss_mask, 1, answered=False) == pytest.approx([2.0])
+
+
+def _method(step_advantages=None) -> MethodUnderTest:
+    from types import SimpleNamespace
+
+    return MethodUnderTest("m", SimpleNamespace(step_advantages=step_advantages), SimpleNamespace(advantage={}), None)
+
+
+def test_step_credits_apply_the_step_hook_over_every_group_of_the_step():
+    # Two groups of one answered rollout each: policy tokens 2, 3 (tool turn 0) and 5 (the answer).
+    first, second = torch.tensor([[0.0, 0.0, 1.0, 3.0, 0.0, 5.0]]), torch.tensor([[0.0, 0.0, 3.0, 5.0, 0.0, 1.0]])
+    rollouts, answered = [[answered_rollout()], [answered_rollout()]], [[True], [True]]
+
+    def minus_step_mean(groups, advantages):  # the step's mean over every policy token: (1+3+5+3+5+1)/6 = 3
+        assert groups == ["g1", "g2"]
+        mask = torch.tensor([0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+        mean = sum(float((a * mask).sum()) for a in advantages) / 6
+        return [(a - mean) * mask for a in advantages]
+
+    step = [("g1", first), ("g2", second)]
+    assert step_credits(_method(), step, rollouts, answered) == [[[2.0, 5.0]], [[4.0, 1.0]]]  # no hook: as given
+    assert step_credits(_method(minus_step_mean), step, rollouts, answered) == [[[-1.0, 2.0]], [[1.0, -2.0]]]

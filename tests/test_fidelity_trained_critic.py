@@ -65,8 +65,8 @@ def test_the_instrument_measures_the_head_trained_with_the_checkpoint(tmp_path, 
     out = tmp_path / "fid"
     with mock.patch("agentcredit.fidelity.methods.set_critic_heads",
                     side_effect=lambda methods, path: set_heads(methods, path) or measured.extend(methods)):
-        fidelity_cli(*TINY, f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=0",
-                     "methods=[grpo,turn_critic]", f"hydra.run.dir={out}")
+        fidelity_cli(*TINY, f"ckpt_path={ckpt}", "n=1", "data.prompts_per_step=1", "group_size=2", "mc=2", "bootstrap=0",
+                     "samples=0", "methods=[grpo,turn_critic]", f"hydra.run.dir={out}")
     critic = next(m for m in measured if m.label == "turn_critic").inputs.critic
     assert critic.state_dict().keys() == {k[len("critic."):] for k in saved}
     for key, value in critic.state_dict().items():
@@ -81,20 +81,55 @@ def test_a_grpo_checkpoint_is_one_line_and_no_fresh_head(tmp_path, capsys):
     train_tiny(tmp_path / "run", "credit=grpo", *RUN)
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     with pytest.raises(SystemExit) as exit_info:
-        fidelity_cli(*TINY, f"ckpt_path={ckpt}", "n=1", "group_size=2", "mc=2", "methods=[grpo,turn_critic]",
-                     f"hydra.run.dir={tmp_path / 'fid'}")
+        fidelity_cli(*TINY, f"ckpt_path={ckpt}", "n=1", "data.prompts_per_step=1", "group_size=2", "mc=2",
+                     "methods=[grpo,turn_critic]", f"hydra.run.dir={tmp_path / 'fid'}")
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("checkpoint error:") and "holds no turn-critic value head" in err[-1]
     assert not (tmp_path / "fid" / "turns.jsonl").exists() or not (tmp_path / "fid" / "turns.jsonl").read_text()
 
 
-def test_without_a_checkpoint_the_table_says_the_head_is_untrained(tmp_path, capsys):
+class AlternatingReward(ParityReward):
+    """1, 0, 1, ... in the order rollouts end: rewards that differ within every group, whatever the tiny policy
+    samples (its rollouts all end at the tool limit)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, final_text, question):
+        self.calls += 1
+        return float(self.calls % 2), None, False
+
+
+def test_without_a_checkpoint_the_head_is_untrained_and_credit_is_whitened_over_each_step(tmp_path, monkeypatch, capsys):
+    """The table says the head is untrained; and the critic's credit is what training uses: whitened over every
+    action of a step of data.prompts_per_step questions (TINY: 2), so each step's turn credits have mean 0 and
+    population σ 1, where one question's alone need not."""
+    monkeypatch.setattr("agentcredit.run.compose.make_reward_fn", lambda env_cfg: AlternatingReward())
     out = tmp_path / "fid"
-    fidelity_cli(*TINY, "n=1", "group_size=2", "mc=2", "bootstrap=0", "samples=0", "methods=[grpo,turn_critic]",
+    fidelity_cli(*TINY, "n=4", "group_size=3", "mc=2", "bootstrap=0", "samples=0", "methods=[grpo,turn_critic]",
                  f"hydra.run.dir={out}")
     table = (out / "fidelity.md").read_text()
     assert "turn_critic: untrained head (no checkpoint" in table and "grpo:" not in table
+    records = [json.loads(x) for x in (out / "turns.jsonl").read_text().splitlines()]
+    credit = [torch.tensor([c for r in record["rollouts"] for c in r["credit"]["turn_critic"]], dtype=torch.float64)
+              for record in records]
+    for step in (torch.cat(credit[:2]), torch.cat(credit[2:])):
+        assert step.mean().item() == pytest.approx(0.0, abs=1e-6) and step.std(correction=0).item() == pytest.approx(1.0)
+    assert any(abs(c.mean().item()) > 1e-3 for c in credit)  # whitened over the step, not over each question
+
+
+def test_a_count_that_cuts_a_step_is_one_line_for_a_method_with_a_step_hook(tmp_path, capsys):
+    with mock.patch("agentcredit.run.compose.build_components", side_effect=AssertionError("loaded a model")):
+        with pytest.raises(SystemExit) as exit_info:
+            fidelity_cli(*TINY, "n=3", "methods=[grpo,turn_critic]", f"hydra.run.dir={tmp_path}")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["config error: n=3: turn_critic computes credit over a whole step of data.prompts_per_step=2 "
+                   "questions; give n a multiple of 2"]
+    fidelity_cli(*TINY, "n=3", "group_size=2", "mc=2", "bootstrap=0", "samples=0", "methods=[grpo]",
+                 f"hydra.run.dir={tmp_path / 'grpo'}")  # a method without one: any n, one question at a time
+    assert len((tmp_path / "grpo" / "turns.jsonl").read_text().splitlines()) == 3
 
 
 def test_notes_of_added_methods_join_the_stored_ones():

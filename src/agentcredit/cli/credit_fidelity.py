@@ -10,8 +10,10 @@
 For n questions of the split, G rollouts of the policy; M continuations from every state a rollout acted
 from give V̂(S_k) and the ground-truth advantage A* of each turn (agentcredit.fidelity.ground_truth); every
 method listed gives its turn credit on the same rollouts through the path training takes
-(agentcredit.fidelity.methods). Writes into the Hydra run folder turns.jsonl (one record per question,
-appended as each finishes: run again with hydra.run.dir=<folder> to finish an interrupted measurement),
+(agentcredit.fidelity.methods; a method whose credit depends on the whole training step, turn-critic's
+whitening over the batch, over steps of data.prompts_per_step questions, so n must be a multiple of it).
+Writes into the Hydra run folder turns.jsonl (one record per question, appended as each question or step
+finishes: run again with hydra.run.dir=<folder> to finish an interrupted measurement),
 fidelity.json (every figure with its 95% bootstrap interval over questions), fidelity.md (the table),
 fidelity.png (credit against A*, one panel per method) and view/<method>/credit_samples.jsonl for
 scripts/view_credit.py (with an A* column); prints the summary as one JSON line. A bad value, or an output

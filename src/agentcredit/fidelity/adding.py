@@ -12,7 +12,8 @@ Each question's G rollouts are sampled again with the measurement's own seed (`r
 compared with the stored ones: reward, finish reason, action kinds and turn texts. Any difference is one
 error naming the question, and nothing of it is written: credit on other rollouts than the stored A*'s
 would be no measurement. Only the listed methods' credit and cost are computed (each with its own seed, as
-a measurement does); values, A*, its halves and the other methods' credit stay as stored.
+a measurement does, and over whole steps of `data.prompts_per_step` questions for a method whose credit
+depends on the step); values, A*, its halves and the other methods' credit stay as stored.
 
 Progress goes to adding.jsonl in the folder, one line per question as it finishes, so a stopped run started
 again continues where it stopped (and `n` smaller than the folder's count adds to the first n questions
@@ -170,28 +171,32 @@ def compare_rollouts(record: dict, trajectories, question) -> None:
                                        "be added to it (nothing written for this question)")
 
 
-def add_question(cfg: DictConfig, record: dict, question, components, methods, engine, settings: str) -> dict:
-    """The adding.jsonl entry of one question: its rollouts sampled again and compared, then each added
-    method's credit on them and its cost."""
+def add_step(cfg: DictConfig, records: list[dict], questions, components, methods, engine, settings: str) -> list[dict]:
+    """The adding.jsonl entries of one step's questions (`records`, consecutive): each question's rollouts
+    sampled again and compared, then each added method's credit on them (over the whole step for a method with
+    a step-level hook, as in training) and its cost."""
     from agentcredit.fidelity.ground_truth import acted_at_end
-    from agentcredit.fidelity.methods import method_credit
-    from agentcredit.fidelity.run import _worker, question_seed
+    from agentcredit.fidelity.run import _worker, credits_of_step, methods_on_group, question_seed
 
-    index = int(record["index"])
-    t0 = time.perf_counter()
-    trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
-        [question], int(cfg.group_size))[0]
-    compare_rollouts(record, trajectories, question)
-    resampled_s = time.perf_counter() - t0
-    answered = [acted_at_end(t) for t in trajectories]
-    credits, costs = {}, {}
-    for entry in methods:
-        worker = _worker(components, cfg, question_seed(cfg, "method", index, entry.label), engine)
-        credits[entry.label], costs[entry.label] = method_credit(entry, trajectories, question, worker, answered)
-    print(f"add_to: question {index} re-sampled identically ({resampled_s:.1f} s)", file=sys.stderr, flush=True)
-    return {"index": index, "question_id": record["question_id"], "settings": settings, "methods": [m.label for m in methods],
-            "credit": [{label: credits[label][g] for label in credits} for g in range(len(trajectories))],
-            "cost": costs, "notes": {m.label: m.note for m in methods if m.note}}
+    sampled, groups, costs = [], [], []
+    for record in records:
+        index = int(record["index"])
+        t0 = time.perf_counter()
+        trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
+            [questions[index]], int(cfg.group_size))[0]
+        compare_rollouts(record, trajectories, questions[index])
+        resampled_s = time.perf_counter() - t0
+        by_method, cost = methods_on_group(cfg, index, questions[index], trajectories, components, methods, engine)
+        print(f"add_to: question {index} re-sampled identically ({resampled_s:.1f} s)", file=sys.stderr, flush=True)
+        sampled.append(trajectories)
+        groups.append(by_method)
+        costs.append(cost)
+    credits = credits_of_step(methods, groups, sampled, [[acted_at_end(t) for t in ts] for ts in sampled])
+    return [{"index": int(record["index"]), "question_id": record["question_id"], "settings": settings,
+             "methods": [m.label for m in methods],
+             "credit": [{label: credits[label][q][g] for label in credits} for g in range(len(sampled[q]))],
+             "cost": costs[q], "notes": {m.label: m.note for m in methods if m.note}}
+            for q, record in enumerate(records)]
 
 
 def merged(addition: Addition) -> list[dict]:
@@ -215,23 +220,28 @@ def add_methods(cfg: DictConfig, command_overrides: Sequence[str], addition: Add
     beyond `n` are still without them (their progress is in adding.jsonl)."""
     from tqdm import tqdm
 
-    from agentcredit.fidelity.run import load_policy_and_methods, record_line
+    from agentcredit.fidelity.run import load_policy_and_methods, record_line, step_questions, steps_of
 
     if addition.written:
         return addition.records
-    todo = [r for r in addition.records if int(r["index"]) < int(cfg.n) and int(r["index"]) not in addition.done]
-    if todo:
+    by_index = {int(r["index"]): r for r in addition.records}
+    if any(i < int(cfg.n) and i not in addition.done for i in by_index):
         import torch
 
         components, methods, questions, engine, _ = load_policy_and_methods(cfg, command_overrides, progress)
+        # Whole steps, as a measurement takes them: a step with any question still to add is added whole.
+        steps = [[by_index[i] for i in indices if i in by_index]
+                 for indices in steps_of(min(int(cfg.n), max(by_index) + 1), step_questions(cfg, methods))]
+        todo = [step for step in steps if any(int(r["index"]) not in addition.done for r in step)]
         try:
             with torch.no_grad(), (addition.folder / PROGRESS).open("a") as out:
-                for record in tqdm(todo, desc="adding methods", unit="question", disable=not progress, file=sys.stderr):
-                    entry = add_question(cfg, record, questions[int(record["index"])], components, methods, engine,
-                                         addition.settings)
-                    out.write(json.dumps(entry, default=float) + "\n")
-                    out.flush()
-                    addition.done[entry["index"]] = entry
+                for step in tqdm(todo, desc="adding methods", unit="step", disable=not progress, file=sys.stderr):
+                    for entry in add_step(cfg, step, questions, components, methods, engine, addition.settings):
+                        if entry["index"] in addition.done:
+                            continue
+                        out.write(json.dumps(entry, default=float) + "\n")
+                        out.flush()
+                        addition.done[entry["index"]] = entry
         finally:
             if engine is not None:
                 engine.close()

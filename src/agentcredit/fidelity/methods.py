@@ -8,7 +8,9 @@ values, state keys) come from `lit.credit_inputs.build_group` as its registry en
 advantages from `method.advantages(group, **knobs)`. Methods that sample their own continuations
 (ProVer, SPO-chain, mc-value) sample them with their own seeds, never reusing the ground truth's.
 
-A turn's credit is the mean token advantage over that turn's sampled tokens.
+A turn's credit is the mean token advantage over that turn's sampled tokens. A method whose advantages depend on
+the whole step (the registry's `step_advantages`: turn-critic's whitening over the batch) gets them over steps of
+`data.prompts_per_step` consecutive questions, as training's steps hold that many groups (`step_credits`).
 """
 
 from __future__ import annotations
@@ -112,21 +114,36 @@ def turn_credit(advantages: torch.Tensor, turn_ids: Sequence[int], loss_mask: Se
     return credits
 
 
-def method_credit(entry: MethodUnderTest, trajectories: list[Trajectory], question: Question, worker,
-                  answered: Sequence[bool]) -> tuple[list[list[float]], dict]:
-    """Turn credit of every rollout of the group under one method, and the cost of the method's own inputs."""
+def method_advantages(entry: MethodUnderTest, trajectories: list[Trajectory], question: Question,
+                      worker) -> tuple[Any, torch.Tensor, dict]:
+    """One group's credit group, its token advantages (G, L) as the method gives them for the group alone, and
+    the cost of the method's own inputs."""
     from agentcredit.lit.credit_inputs import build_group
 
     entry.inputs.start_step()  # a ProVer judge's time budget counts per group here, as per step in training
     t0 = time.perf_counter()
     group, logs = build_group(entry.method, entry.credit.run, trajectories, question, entry.inputs, worker)
     advantages = entry.method.advantages(group, **entry.credit.advantage)  # (G, L)
-    seconds = time.perf_counter() - t0
-    credits = [turn_credit(advantages[g], t.turn_ids, t.loss_mask, t.num_tool_turns, answered[g])
-               for g, t in enumerate(trajectories)]
-    cost = {"seconds": seconds, "extra_tokens": float(logs.get("extra_tokens", 0.0))}
+    cost = {"seconds": time.perf_counter() - t0, "extra_tokens": float(logs.get("extra_tokens", 0.0))}
     if "scoring_s" in logs:  # a method that scores gold answers (reference or policy)
         cost["scoring_s"] = float(logs["scoring_s"])
     if "verified" in logs:
         cost["verified"] = float(logs["verified"])
-    return credits, cost
+    return group, advantages, cost
+
+
+def has_step_hook(entry: MethodUnderTest) -> bool:
+    """Whether the method's advantages depend on the whole step (its registry's ``step_advantages``)."""
+    return entry.method.step_advantages is not None
+
+
+def step_credits(entry: MethodUnderTest, step: Sequence[tuple[Any, torch.Tensor]],
+                 trajectories: Sequence[list[Trajectory]], answered: Sequence[Sequence[bool]]) -> list[list[list[float]]]:
+    """Turn credit of every rollout of every group of one step (the groups' (group, advantages) from
+    `method_advantages`), after the method's step-level hook where it has one, as training applies it (PPO's
+    whitening over the batch: `credit.whiten=batch` of turn-critic)."""
+    advantages = [a for _, a in step]
+    if has_step_hook(entry):
+        advantages = entry.method.step_advantages([g for g, _ in step], advantages, **entry.credit.advantage)
+    return [[turn_credit(adv[g], t.turn_ids, t.loss_mask, t.num_tool_turns, done[g]) for g, t in enumerate(trajs)]
+            for adv, trajs, done in zip(advantages, trajectories, answered)]

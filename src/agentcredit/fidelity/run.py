@@ -6,9 +6,12 @@
 
 Per question: G rollouts of the policy (the base policy, or `ckpt_path`'s weights), the Monte Carlo
 ground truth of every acting state (`fidelity.ground_truth`), then each method's turn credit on those
-same rollouts (`fidelity.methods`). Each question's record is appended to turns.jsonl as it finishes,
-with its own seeds, so a run stopped part way and started again in the same folder
-(`hydra.run.dir=<folder>`) measures only the questions it has not measured, and gives the same table.
+same rollouts (`fidelity.methods`). When a method's credit depends on the whole step (turn-critic's whitening
+over the batch), questions are measured in steps of `data.prompts_per_step` consecutive ones, as training
+rolls them out, so that it gets that credit over as many groups; otherwise one at a time. Each step's records
+are appended to turns.jsonl as it finishes, each question with its own seeds, so a run stopped part way and
+started again in the same folder (`hydra.run.dir=<folder>`) measures only the steps it has not finished, and
+gives the same table.
 """
 
 from __future__ import annotations
@@ -77,9 +80,40 @@ def fidelity_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) -> D
     if recorded:
         cfg = compose_config(merge_overrides(recorded, command_overrides), config_name="fidelity")
     check_fidelity_settings(cfg)
+    check_whole_steps(cfg, measured_overrides(cfg, command_overrides))
     if cfg.get("ckpt_path") and not Path(cfg.ckpt_path).is_file():
         raise ConfigError(f"ckpt_path {cfg.ckpt_path!r} is not a file")
     return prepare_config(cfg)
+
+
+def step_questions(cfg: DictConfig, methods=None) -> int:
+    """Questions measured together: a training step's (`data.prompts_per_step`) when a method's credit depends on
+    the whole step (of `methods`, the measured MethodUnderTest entries; None: any method), else one at a time."""
+    from agentcredit.fidelity.methods import has_step_hook
+
+    if methods is not None and not any(has_step_hook(m) for m in methods):
+        return 1
+    return int(cfg.data.prompts_per_step)
+
+
+def step_hooked(labels: Sequence[str], overrides: Sequence[str]) -> list[str]:
+    """The methods among `labels` whose advantages depend on the whole step (composed as each is measured)."""
+    from agentcredit.credit.registry import get_credit
+    from agentcredit.fidelity.methods import compose_method
+
+    return [label for label in labels if get_credit(str(compose_method(label, overrides).credit.name)).step_advantages]
+
+
+def check_whole_steps(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """One ConfigError line when a method with a step-level hook would be measured over a step cut short by `n`
+    (its last questions' credit would depend on `n`); the methods are composed only when n is no multiple."""
+    per_step = step_questions(cfg)  # before any method is composed: the step a hooked method would take
+    if int(cfg.n) % per_step == 0:
+        return
+    hooked = step_hooked([str(m) for m in cfg.methods], overrides)
+    if hooked:
+        raise ConfigError(f"n={cfg.n}: {', '.join(hooked)} computes credit over a whole step of "
+                          f"data.prompts_per_step={per_step} questions; give n a multiple of {per_step}")
 
 
 def measured_overrides(cfg: DictConfig, command_overrides: Sequence[str]) -> list[str]:
@@ -110,39 +144,74 @@ def _worker(components, cfg: DictConfig, seed: int, engine):
                          components.rollout_cfg, generator, engine=engine)
 
 
-def measure_question(cfg: DictConfig, index: int, question, components, methods, engine, settings: str) -> dict:
-    """One question's record: its rollouts, their ground truth, every method's turn credit, and the costs;
-    `settings` is `settings_key(cfg)`, computed once per measurement."""
+def methods_on_group(cfg: DictConfig, index: int, question, trajectories, components, methods,
+                     engine) -> tuple[dict, dict]:
+    """Every method's (credit group, token advantages) on question `index`'s rollouts, each method sampling with
+    its own seed (`fidelity.methods.method_advantages`), and each method's cost: two dicts by label."""
+    from agentcredit.fidelity.methods import method_advantages
+
+    groups, costs = {}, {}
+    for entry in methods:
+        worker = _worker(components, cfg, question_seed(cfg, "method", index, entry.label), engine)
+        group, advantages, costs[entry.label] = method_advantages(entry, trajectories, question, worker)
+        groups[entry.label] = (group, advantages)
+    return groups, costs
+
+
+def credits_of_step(methods, groups: Sequence[dict], trajectories: Sequence[list], answered: Sequence[list[bool]]) -> dict:
+    """label -> the turn credit of every rollout of every question of one step (`methods_on_group`'s groups, in
+    question order), the step-level hook applied where a method has one."""
+    from agentcredit.fidelity.methods import step_credits
+
+    return {entry.label: step_credits(entry, [g[entry.label] for g in groups], trajectories, answered)
+            for entry in methods}
+
+
+def measure_step(cfg: DictConfig, indices: Sequence[int], questions, components, methods, engine,
+                 settings: str) -> list[dict]:
+    """The records of one step's questions (`indices`, consecutive): each question's rollouts, their ground
+    truth, every method's turn credit and the costs; `settings` is `settings_key(cfg)`, computed once per
+    measurement. A method with a step-level hook gets it over these questions' groups, as in training."""
     import time
 
     from agentcredit.fidelity.ground_truth import group_truth
-    from agentcredit.fidelity.methods import method_credit
 
-    t0 = time.perf_counter()
-    trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
-        [question], int(cfg.group_size))[0]
-    rollout_cost = {"tokens": float(sum(t.num_policy_tokens for t in trajectories)), "seconds": time.perf_counter() - t0}
-    truths, truth_cost = group_truth(_worker(components, cfg, question_seed(cfg, "truth", index), engine),
-                                     trajectories, question, int(cfg.mc), int(cfg.max_batch))
-    answered = [t.answered for t in truths]
-    credits, method_costs = {}, {}
-    for entry in methods:
-        worker = _worker(components, cfg, question_seed(cfg, "method", index, entry.label), engine)
-        credits[entry.label], method_costs[entry.label] = method_credit(entry, trajectories, question, worker, answered)
+    sampled, truths, groups, costs = [], [], [], []
+    for index in indices:
+        t0 = time.perf_counter()
+        trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
+            [questions[index]], int(cfg.group_size))[0]
+        rollout_cost = {"tokens": float(sum(t.num_policy_tokens for t in trajectories)),
+                        "seconds": time.perf_counter() - t0}
+        truth, truth_cost = group_truth(_worker(components, cfg, question_seed(cfg, "truth", index), engine),
+                                        trajectories, questions[index], int(cfg.mc), int(cfg.max_batch))
+        by_method, method_costs = methods_on_group(cfg, index, questions[index], trajectories, components, methods,
+                                                   engine)
+        sampled.append(trajectories)
+        truths.append(truth)
+        groups.append(by_method)
+        costs.append({"rollout": rollout_cost, "truth": truth_cost, "methods": method_costs})
+    credits = credits_of_step(methods, groups, sampled, [[t.answered for t in truth] for truth in truths])
     success = float(components.reward_fn.correct_score)
-    rollouts = []
-    for g, (traj, truth) in enumerate(zip(trajectories, truths)):
-        rollouts.append({
+    records = []
+    for q, index in enumerate(indices):
+        question = questions[index]
+        rollouts = [{
             "reward": traj.reward, "success": traj.reward >= success, "finish_reason": traj.finish_reason,
             "kinds": rollout_kinds(traj, truth.answered),
             "values": truth.values, "truth": truth.truth, "truth_halves": list(truth.truth_halves),
-            "credit": {label: credits[label][g] for label in credits},
+            "credit": {label: credits[label][q][g] for label in credits},
             "turns": traj.turn_texts, "observations": traj.observations, "answer": traj.answer,
-        })
-    return {"index": index, "question_id": question.id, "question": question.text, "gold_answer": question.answer,
-            "settings": settings, "methods": [m.label for m in methods], "rollouts": rollouts,
-            "notes": {m.label: m.note for m in methods if m.note},
-            "cost": {"rollout": rollout_cost, "truth": truth_cost, "methods": method_costs}}
+        } for g, (traj, truth) in enumerate(zip(sampled[q], truths[q]))]
+        records.append({"index": index, "question_id": question.id, "question": question.text,
+                        "gold_answer": question.answer, "settings": settings, "methods": [m.label for m in methods],
+                        "rollouts": rollouts, "notes": {m.label: m.note for m in methods if m.note}, "cost": costs[q]})
+    return records
+
+
+def steps_of(count: int, per_step: int) -> list[range]:
+    """Question indices 0..count−1 in steps of `per_step` consecutive ones (the last may be shorter)."""
+    return [range(start, min(start + per_step, count)) for start in range(0, count, per_step)]
 
 
 def load_finished(path: Path, key: str) -> dict[int, dict]:
@@ -253,17 +322,21 @@ def measure(cfg: DictConfig, command_overrides: Sequence[str], out_dir: Path,
     records = []
     try:
         with torch.no_grad(), path.open("a") as out:
-            for index in tqdm(range(len(questions)), desc="credit fidelity", unit="question", disable=not progress,
-                              file=sys.stderr):
-                record = finished.get(index)
-                if record is None:
-                    record = measure_question(cfg, index, questions[index], components, methods, engine, settings)
+            for indices in tqdm(steps_of(len(questions), step_questions(cfg, methods)), desc="credit fidelity",
+                                unit="step", disable=not progress, file=sys.stderr):
+                if all(index in finished for index in indices):
+                    measured = [finished[index] for index in indices]
+                else:  # the whole step again (its seeds give the same records); only the missing ones are written
+                    measured = measure_step(cfg, indices, questions, components, methods, engine, settings)
+                for record in measured:
+                    if record["index"] in finished:
+                        records.append(finished[record["index"]])
+                        continue
                     line, usable = record_line(record)
                     out.write(line + "\n")
                     out.flush()
-                    if not usable:
-                        continue
-                records.append(record)
+                    if usable:
+                        records.append(record)
     finally:
         if engine is not None:
             engine.close()
