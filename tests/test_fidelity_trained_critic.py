@@ -130,6 +130,16 @@ def test_a_count_that_cuts_a_step_is_one_line_for_a_method_with_a_step_hook(tmp_
     fidelity_cli(*TINY, "n=3", "group_size=2", "mc=2", "bootstrap=0", "samples=0", "methods=[grpo]",
                  f"hydra.run.dir={tmp_path / 'grpo'}")  # a method without one: any n, one question at a time
     assert len((tmp_path / "grpo" / "turns.jsonl").read_text().splitlines()) == 3
+    # Added to that folder of 3 questions with a larger n: the folder's count cuts the step, one line, nothing loads.
+    capsys.readouterr()
+    with mock.patch("agentcredit.run.compose.build_components", side_effect=AssertionError("loaded a model")):
+        with pytest.raises(SystemExit) as exit_info:
+            fidelity_cli(*TINY, "n=4", "group_size=2", "mc=2", f"add_to={tmp_path / 'grpo'}", "methods=[turn_critic]",
+                         f"hydra.run.dir={tmp_path / 'run'}")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"config error: add_to: {tmp_path / 'grpo'} holds 3 questions, not a multiple of "
+                       "data.prompts_per_step=2: ['turn_critic'] computes credit over whole steps")
 
 
 def test_notes_of_added_methods_join_the_stored_ones():

@@ -220,18 +220,24 @@ def add_methods(cfg: DictConfig, command_overrides: Sequence[str], addition: Add
     beyond `n` are still without them (their progress is in adding.jsonl)."""
     from tqdm import tqdm
 
-    from agentcredit.fidelity.run import load_policy_and_methods, record_line, step_questions, steps_of
+    from agentcredit.fidelity.run import (load_policy_and_methods, measured_overrides, record_line, step_hooked,
+                                         step_questions, steps_of)
 
     if addition.written:
         return addition.records
     by_index = {int(r["index"]): r for r in addition.records}
-    if any(i < int(cfg.n) and i not in addition.done for i in by_index):
+    count = min(int(cfg.n), max(by_index) + 1)
+    if count % step_questions(cfg) and step_hooked(addition.new, measured_overrides(cfg, command_overrides)):
+        # n itself was checked (run.check_whole_steps); here the folder holds fewer questions than n
+        raise ConfigError(f"add_to: {addition.folder} holds {count} questions, not a multiple of "
+                          f"data.prompts_per_step={step_questions(cfg)}: {addition.new} computes credit over whole steps")
+    if any(i < count and i not in addition.done for i in by_index):
         import torch
 
         components, methods, questions, engine, _ = load_policy_and_methods(cfg, command_overrides, progress)
         # Whole steps, as a measurement takes them: a step with any question still to add is added whole.
         steps = [[by_index[i] for i in indices if i in by_index]
-                 for indices in steps_of(min(int(cfg.n), max(by_index) + 1), step_questions(cfg, methods))]
+                 for indices in steps_of(count, step_questions(cfg, methods))]
         todo = [step for step in steps if any(int(r["index"]) not in addition.done for r in step)]
         try:
             with torch.no_grad(), (addition.folder / PROGRESS).open("a") as out:
