@@ -255,3 +255,28 @@ def test_accuracy_by_hop_count_by_hand():
     assert lines[3] == "| arm | 4 hops | 5 hops |" and lines[5].startswith("| a | 25.0 [") and "(n=2)" in lines[5]
     assert lines[5].endswith("| 100.0 [100.0, 100.0] (n=1) |")
     assert hop_accuracy_lines({"a": [Run("0", "a", 0, {"test/accuracy": 0.5})]}, s) == []  # no records
+
+
+def test_the_verdicts_in_words_list_every_arm_once_under_its_verdict():
+    from agentcredit.analysis.comparison import verdict_summary
+    from agentcredit.analysis.comparison_stats import Comparison
+
+    def c(arm, diff, ci, verdict):
+        return Comparison(arm, 5, 1036, diff, ci, ci, 5, 0.06, 0.01, 0.5, 2.0, verdict=verdict)
+
+    found = {None: [c("a", 3.04, (1.0, 5.2), "better"), c("b", -2.5, (-3.0, -1.96), "worse"),
+                    c("e", 0.4, (-0.2, 1.0), "equivalent within ±2"), c("f", 1.2, (0.6, 1.5), "better, within ±2"),
+                    c("i", 1.0, (-3.0, 5.0), "inconclusive")],
+             5: [c("a", 7.0, (2.0, 12.0), "better"), c("b", 0.0, (-4.0, 4.0), "inconclusive")],
+             6: [c("a", 1.0, (-3.0, 5.0), "inconclusive")]}
+    assert verdict_summary(found, "ref", 2.0) == ["", (
+        "In words, against ref over all test questions (the verdicts above): better: a (+3.0 [+1.0, +5.2] points), "
+        "f (+1.2 [+0.6, +1.5] points, within ±2); worse: b (-2.5 [-3.0, -2.0] points); equivalent within ±2 points: "
+        "e (+0.4 [-0.2, +1.0] points); inconclusive (neither a difference nor equivalence shown): i. "
+        "Per hop count: 5 hops: a better (+7.0 [+2.0, +12.0] points).")]
+    quiet = {None: [c("i", 1.0, (-3.0, 5.0), "inconclusive")], 4: [c("i", 1.0, (-3.0, 5.0), "inconclusive")]}
+    assert verdict_summary(quiet, "ref", 2.0)[1].endswith(
+        "better: none; worse: none; equivalent within ±2 points: none; inconclusive (neither a difference nor "
+        "equivalence shown): i. Per hop count: no arm is shown better, worse or equivalent at any hop count.")
+    assert verdict_summary({None: [c("i", 1.0, None, "inconclusive")]}, "ref", 2.0)[1].endswith(": i.")  # no hop counts
+    assert verdict_summary({}, "ref", 2.0) == []

@@ -283,6 +283,34 @@ def critic_fit_lines(arms: dict[str, list[Run]]) -> list[str]:
             f"| arm | seeds | all steps | last {CRITIC_LAST_STEPS} steps |", "|---|---|---|---|", *rows]
 
 
+def _signed_cell(c: Comparison) -> str:
+    ci = "" if c.ci is None else f" [{c.ci[0]:+.1f}, {c.ci[1]:+.1f}]"
+    return f"{c.diff:+.1f}{ci} points"
+
+
+def verdict_summary(found: dict[int | None, list[Comparison]], reference: str, margin: float) -> list[str]:
+    """The verdicts in plain words, from the same figures as the tables: over all questions, which arms are
+    better, worse, equivalent within ±margin or inconclusive against the reference; per hop count, the arms
+    shown better, worse or equivalent there (an inconclusive hop count is not listed)."""
+    overall = found.get(None, [])
+    if not overall:
+        return []
+    kinds = {"better": [], "worse": [], "equivalent": [], "inconclusive": []}
+    for c in overall:
+        kind = c.verdict.split(",")[0].split(" ")[0]
+        within = f", within ±{margin:g}" if kind in ("better", "worse") and "within" in c.verdict else ""
+        kinds[kind].append(c.arm if kind == "inconclusive" else f"{c.arm} ({_signed_cell(c)}{within})")
+    named = {"better": "better", "worse": "worse", "equivalent": f"equivalent within ±{margin:g} points",
+             "inconclusive": "inconclusive (neither a difference nor equivalence shown)"}
+    parts = [f"{named[k]}: {', '.join(v) if v else 'none'}" for k, v in kinds.items()]
+    shown = [f"{hops} hops: {c.arm} {c.verdict} ({_signed_cell(c)})" for hops, family in found.items()
+             if hops is not None for c in family if c.verdict != "inconclusive"]
+    per_hop = ("; ".join(shown) if shown else "no arm is shown better, worse or equivalent at any hop count")
+    hop_line = f" Per hop count: {per_hop}." if len(found) > 1 else ""
+    return ["", f"In words, against {reference} over all test questions (the verdicts above): "
+            + "; ".join(parts) + "." + hop_line]
+
+
 def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     """The report's verdict section: every arm against the reference, overall and per hop count."""
     arms = by_arm(runs)
@@ -313,6 +341,7 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         lines.append(f"| {arm} | {accuracy} | {c.resampled()} | {_cell(c.diff, c.ci)} | "
                      f"{_interval(c.ci_equivalence)} | {c.wins}/{c.seeds} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
+    lines += verdict_summary(found, reference, s.margin)
     by_hops = {h: family for h, family in found.items() if h is not None}
     lines += hop_accuracy_lines(arms, s)
     if by_hops:
