@@ -122,8 +122,7 @@ def _overrides(folder: Path) -> dict[str, str]:
             return {}
         return override_values(items)
     _, _, dirname = folder.name.partition("_")
-    pairs = (item.split(":", 1) for item in dirname.split("+") if ":" in item)
-    return {key.lstrip("+~"): value for key, value in pairs}
+    return override_values(item.replace(":", "=", 1) for item in dirname.split("+") if ":" in item)
 
 
 def _is_job_folder(folder: Path) -> bool:
