@@ -176,14 +176,13 @@ def add_step(cfg: DictConfig, records: list[dict], questions, components, method
     sampled again and compared, then each added method's credit on them (over the whole step for a method with
     a step-level hook, as in training) and its cost."""
     from agentcredit.fidelity.ground_truth import acted_at_end
-    from agentcredit.fidelity.run import _worker, credits_of_step, methods_on_group, question_seed
+    from agentcredit.fidelity.run import credits_of_step, group_rollouts, methods_on_group
 
     sampled, groups, costs = [], [], []
     for record in records:
         index = int(record["index"])
         t0 = time.perf_counter()
-        trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
-            [questions[index]], int(cfg.group_size))[0]
+        trajectories = group_rollouts(cfg, index, questions[index], components, engine)
         compare_rollouts(record, trajectories, questions[index])
         resampled_s = time.perf_counter() - t0
         by_method, cost = methods_on_group(cfg, index, questions[index], trajectories, components, methods, engine)

@@ -144,6 +144,11 @@ def _worker(components, cfg: DictConfig, seed: int, engine):
                          components.rollout_cfg, generator, engine=engine)
 
 
+def group_rollouts(cfg: DictConfig, index: int, question, components, engine) -> list:
+    """Question `index`'s G rollouts with the measurement's own seed: what `add_to` samples again and compares."""
+    return _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout([question], int(cfg.group_size))[0]
+
+
 def methods_on_group(cfg: DictConfig, index: int, question, trajectories, components, methods,
                      engine) -> tuple[dict, dict]:
     """Every method's (credit group, token advantages) on question `index`'s rollouts, each method sampling with
@@ -179,8 +184,7 @@ def measure_step(cfg: DictConfig, indices: Sequence[int], questions, components,
     sampled, truths, groups, costs = [], [], [], []
     for index in indices:
         t0 = time.perf_counter()
-        trajectories = _worker(components, cfg, question_seed(cfg, "rollout", index), engine).rollout(
-            [questions[index]], int(cfg.group_size))[0]
+        trajectories = group_rollouts(cfg, index, questions[index], components, engine)
         rollout_cost = {"tokens": float(sum(t.num_policy_tokens for t in trajectories)),
                         "seconds": time.perf_counter() - t0}
         truth, truth_cost = group_truth(_worker(components, cfg, question_seed(cfg, "truth", index), engine),
