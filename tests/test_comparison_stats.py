@@ -22,6 +22,7 @@ from agentcredit.analysis.comparison_stats import (
     sign_test_p,
     tost_p,
     verdict,
+    verdict_kind,
 )
 from agentcredit.records import RecordError
 from agentcredit.records.outcomes import TEST_OUTCOMES, OutcomeRecord, read_outcomes, write_outcomes
@@ -103,6 +104,11 @@ def test_verdict_words():
     assert verdict(2.0, 0.01, 1.0, (-0.5, 4.0), (0.1, 3.5), 2, 0.05) == "inconclusive"
     assert verdict(1.0, 0.001, 0.01, (0.5, 1.5), (0.6, 1.4), 2, 0.05) == "better, within ±2"
     assert verdict(1.0, None, None, (0.5, 1.5), (0.6, 1.4), 2, 0.05) == "inconclusive"
+    # the kind and the equivalence flag behind the words
+    assert verdict_kind(1.0, 0.001, 0.01, (0.5, 1.5), (0.6, 1.4), 2, 0.05) == ("better", True)
+    assert verdict_kind(0.4, 0.36, 0.02, (-0.2, 1.0), (-0.1, 0.9), 2, 0.05) == ("equivalent", True)
+    assert verdict_kind(0.4, 0.36, 0.02, (-2.5, 2.9), (-2.1, 2.4), 2, 0.05) == ("inconclusive", False)
+    assert verdict_kind(-3.0, 0.01, 0.9, (-5.0, -1.0), (-4.5, -1.5), 2, 0.05) == ("worse", False)
 
 
 # ------------------------------------------------------------------ per-question records
@@ -259,13 +265,14 @@ def test_accuracy_by_hop_count_by_hand():
 
 def test_the_verdicts_in_words_list_every_arm_once_under_its_verdict():
     from agentcredit.analysis.comparison import verdict_summary
-    from agentcredit.analysis.comparison_stats import Comparison
+    from agentcredit.analysis.comparison_stats import Comparison, verdict_words
 
-    def c(arm, diff, ci, verdict):
-        return Comparison(arm, 5, 1036, diff, ci, ci, 5, 0.06, 0.01, 0.5, 2.0, verdict=verdict)
+    def c(arm, diff, ci, kind, within=False):
+        return Comparison(arm, 5, 1036, diff, ci, ci, 5, 0.06, 0.01, 0.5, 2.0, kind=kind, within=within,
+                          verdict=verdict_words(kind, within, 2.0))
 
     found = {None: [c("a", 3.04, (1.0, 5.2), "better"), c("b", -2.5, (-3.0, -1.96), "worse"),
-                    c("e", 0.4, (-0.2, 1.0), "equivalent within ±2"), c("f", 1.2, (0.6, 1.5), "better, within ±2"),
+                    c("e", 0.4, (-0.2, 1.0), "equivalent", True), c("f", 1.2, (0.6, 1.5), "better", True),
                     c("i", 1.0, (-3.0, 5.0), "inconclusive")],
              5: [c("a", 7.0, (2.0, 12.0), "better"), c("b", 0.0, (-4.0, 4.0), "inconclusive")],
              6: [c("a", 1.0, (-3.0, 5.0), "inconclusive")]}

@@ -33,6 +33,7 @@ from agentcredit.analysis.comparison_runs import (  # noqa: F401  (re-exported: 
     restore_finished,
 )
 from agentcredit.analysis.comparison_stats import (  # noqa: F401  (mean_ci, detectable_difference: re-exported)
+    KINDS,
     Comparison,
     compare_pair,
     decide,
@@ -295,16 +296,15 @@ def verdict_summary(found: dict[int | None, list[Comparison]], reference: str, m
     overall = found.get(None, [])
     if not overall:
         return []
-    kinds = {"better": [], "worse": [], "equivalent": [], "inconclusive": []}
+    kinds = {kind: [] for kind in KINDS}
     for c in overall:
-        kind = c.verdict.split(",")[0].split(" ")[0]
-        within = f", within ±{margin:g}" if kind in ("better", "worse") and "within" in c.verdict else ""
-        kinds[kind].append(c.arm if kind == "inconclusive" else f"{c.arm} ({_signed_cell(c)}{within})")
+        within = f", within ±{margin:g}" if c.kind in ("better", "worse") and c.within else ""
+        kinds[c.kind].append(c.arm if c.kind == "inconclusive" else f"{c.arm} ({_signed_cell(c)}{within})")
     named = {"better": "better", "worse": "worse", "equivalent": f"equivalent within ±{margin:g} points",
              "inconclusive": "inconclusive (neither a difference nor equivalence shown)"}
     parts = [f"{named[k]}: {', '.join(v) if v else 'none'}" for k, v in kinds.items()]
     shown = [f"{hops} hops: {c.arm} {c.verdict} ({_signed_cell(c)})" for hops, family in found.items()
-             if hops is not None for c in family if c.verdict != "inconclusive"]
+             if hops is not None for c in family if c.kind != "inconclusive"]
     per_hop = ("; ".join(shown) if shown else "no arm is shown better, worse or equivalent at any hop count")
     hop_line = f" Per hop count: {per_hop}." if len(found) > 1 else ""
     return ["", f"In words, against {reference} over all test questions (the verdicts above): "

@@ -125,18 +125,34 @@ def sign_test_p(diffs: list[float]) -> float | None:
     return float(stats.binomtest(wins, nonzero, 0.5).pvalue) if nonzero else None
 
 
-def verdict(mean: float, p_holm: float | None, tost_holm: float | None, ci: tuple[float, float] | None,
-            ci_equivalence: tuple[float, float] | None, margin: float, alpha: float) -> str:
-    """The verdict words (module docstring): `ci` is the bootstrap 1 − α interval of the difference,
-    `ci_equivalence` its 1 − 2α interval (None: one value, nothing to resample); margin in the units of the
-    difference."""
+KINDS = ("better", "worse", "equivalent", "inconclusive")
+
+
+def verdict_kind(mean: float, p_holm: float | None, tost_holm: float | None, ci: tuple[float, float] | None,
+                 ci_equivalence: tuple[float, float] | None, margin: float, alpha: float) -> tuple[str, bool]:
+    """(kind, within): the verdict's kind, one of KINDS, and whether equivalence within ±margin is shown (for a
+    "better" or "worse" kind: a difference shown yet inside the margin). `ci` is the bootstrap 1 − α interval of
+    the difference, `ci_equivalence` its 1 − 2α interval (None: one value, nothing to resample); margin in the
+    units of the difference."""
     shown = p_holm is not None and p_holm < alpha and ci is not None and (ci[0] > 0 if mean > 0 else ci[1] < 0)
     within = (tost_holm is not None and tost_holm < alpha and ci_equivalence is not None
               and -margin < ci_equivalence[0] and ci_equivalence[1] < margin)
-    words = f"equivalent within ±{margin:g}"
     if shown:
-        return ("better" if mean > 0 else "worse") + (f", within ±{margin:g}" if within else "")
-    return words if within else "inconclusive"
+        return ("better" if mean > 0 else "worse"), within
+    return ("equivalent" if within else "inconclusive"), within
+
+
+def verdict_words(kind: str, within: bool, margin: float) -> str:
+    """"better", "worse, within ±2", "equivalent within ±2", "inconclusive"."""
+    if kind in ("better", "worse"):
+        return kind + (f", within ±{margin:g}" if within else "")
+    return f"equivalent within ±{margin:g}" if kind == "equivalent" else "inconclusive"
+
+
+def verdict(mean: float, p_holm: float | None, tost_holm: float | None, ci: tuple[float, float] | None,
+            ci_equivalence: tuple[float, float] | None, margin: float, alpha: float) -> str:
+    """The verdict words (module docstring) of `verdict_kind`'s verdict."""
+    return verdict_words(*verdict_kind(mean, p_holm, tost_holm, ci, ci_equivalence, margin, alpha), margin)
 
 
 @dataclass
@@ -156,7 +172,9 @@ class Comparison:
     detectable: float | None
     t_p_holm: float | None = None
     tost_p_holm: float | None = None
-    verdict: str = "inconclusive"
+    kind: str = "inconclusive"  # one of KINDS
+    within: bool = False  # equivalence within the margin shown (for better / worse: the difference is inside it)
+    verdict: str = "inconclusive"  # the words of kind and within
 
     def resampled(self) -> str:
         return resampled(self.seeds, self.questions)
@@ -194,5 +212,6 @@ def decide(family: list[Comparison], margin: float, alpha: float) -> list[Compar
     """Holm across the family (the arms compared with one reference on one question set), then each verdict."""
     for c, p, q in zip(family, holm([c.t_p for c in family]), holm([c.tost_p for c in family])):
         c.t_p_holm, c.tost_p_holm = p, q
-        c.verdict = verdict(c.diff, p, q, c.ci, c.ci_equivalence, margin, alpha)
+        c.kind, c.within = verdict_kind(c.diff, p, q, c.ci, c.ci_equivalence, margin, alpha)
+        c.verdict = verdict_words(c.kind, c.within, margin)
     return family
