@@ -245,6 +245,28 @@ def test_continuations_from_several_boundaries_share_one_batch_and_come_back_gro
         worker.continue_from_many(traj, [0, 3], QUESTION, n=1)
 
 
+def test_continuations_start_with_the_observation_tokens_their_state_used_each_encoded_once(setup, monkeypatch):
+    worker = make_worker(setup)
+    turns = [
+        render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
+        render_tool_call(ToolCall("browser.open", {"id": 1})),
+        render_answer("Ada Fenn"),
+    ]
+    traj = worker.replay(QUESTION, turns)
+    lengths = [len(worker.chat.encode(o)) for o in traj.observations]
+    assert len(lengths) == 2 and min(lengths) > 0
+    encoded, real_encode = [], ChatFormat.encode
+    monkeypatch.setattr(ChatFormat, "encode", lambda chat, text: encoded.append(text) or real_encode(chat, text))
+    states = [(traj, 0), (traj, 1), (traj, 2), (traj, 2)]
+    assert worker._observation_tokens_before(states) == [0, lengths[0], lengths[0] + lengths[1]] + [sum(lengths)]
+    assert encoded == traj.observations  # once per observation, not per state or per continuation
+    # a continuation's budget check starts from those counts
+    started = []
+    monkeypatch.setattr(worker, "_run", lambda live: started.extend(item.obs_tokens_used for item in live) or [])
+    worker.continue_from_states(states, QUESTION, n=2)
+    assert started == [0, 0, lengths[0], lengths[0], sum(lengths), sum(lengths), sum(lengths), sum(lengths)]
+
+
 def test_tool_turn_limit_stops_the_rollout(setup):
     worker = make_worker(setup, max_tool_turns=2)
     call = render_tool_call(ToolCall("browser.search", {"query": "Korvel"}))

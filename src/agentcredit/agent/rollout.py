@@ -194,17 +194,33 @@ class RolloutWorker:
         for trajectory, boundary in states:
             if not 0 <= boundary <= trajectory.num_tool_turns:
                 raise ValueError(f"boundary {boundary} is outside 0..{trajectory.num_tool_turns}")
-        live = [self._resume(trajectory, boundary, question, index)
+        used = self._observation_tokens_before(states)
+        live = [self._resume(trajectory, boundary, question, index, used[index])
                 for index, (trajectory, boundary) in enumerate(states) for _ in range(n)]
         out: list[list[Trajectory]] = [[] for _ in states]
         for item in self._run(live):
             out[item.request].append(item.traj)
         return out
 
-    def _resume(self, trajectory: Trajectory, boundary: int, question: Question, request: int) -> _Live:
-        """A rollout positioned at S_boundary of `trajectory`: its environment restored, its prefix kept."""
+    def _observation_tokens_before(self, states: Sequence[tuple[Trajectory, int]]) -> list[int]:
+        """Per (trajectory, b): the observation tokens its first b turns used, which count against
+        max_obs_tokens in a continuation. Each observation is encoded once, however many states of its
+        rollout are continued and however many continuations each state has."""
+        sums: dict[int, list[int]] = {}  # id(trajectory) -> running totals over its observations
+        for trajectory, _ in states:
+            if id(trajectory) not in sums:
+                totals = [0]
+                for observation in trajectory.observations:
+                    totals.append(totals[-1] + len(self.chat.encode(observation)))
+                sums[id(trajectory)] = totals
+        # (as a slice observations[:b] would: a b past the observations counts them all)
+        return [sums[id(t)][min(b, len(sums[id(t)]) - 1)] for t, b in states]
+
+    def _resume(self, trajectory: Trajectory, boundary: int, question: Question, request: int,
+                obs_used: int) -> _Live:
+        """A rollout positioned at S_boundary of `trajectory`, `obs_used` observation tokens already spent:
+        its environment restored, its prefix kept."""
         cut = trajectory.boundaries[boundary]
-        obs_used = sum(len(self.chat.encode(o)) for o in trajectory.observations[:boundary])
         env = self.env_factory()
         env.restore(trajectory.snapshots[boundary])
         traj = Trajectory(
