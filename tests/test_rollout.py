@@ -222,14 +222,16 @@ def test_continuation_reproduces_prefix_and_environment(setup):
     assert env.step(ToolCall("browser.open", {"id": 1})) == traj.observations[1]
 
 
+TWO_TOOL_TURNS = [  # a search, an open, then the answer
+    render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
+    render_tool_call(ToolCall("browser.open", {"id": 1})),
+    render_answer("Ada Fenn"),
+]
+
+
 def test_continuations_from_several_boundaries_share_one_batch_and_come_back_grouped(setup):
     worker = make_worker(setup)
-    turns = [
-        render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
-        render_tool_call(ToolCall("browser.open", {"id": 1})),
-        render_answer("Ada Fenn"),
-    ]
-    traj = worker.replay(QUESTION, turns)
+    traj = worker.replay(QUESTION, TWO_TOOL_TURNS)
     runs = []
     real_run = worker._run
     worker._run = lambda live: runs.append(len(live)) or real_run(live)
@@ -247,12 +249,7 @@ def test_continuations_from_several_boundaries_share_one_batch_and_come_back_gro
 
 def test_continuations_start_with_the_observation_tokens_their_state_used_each_encoded_once(setup, monkeypatch):
     worker = make_worker(setup)
-    turns = [
-        render_tool_call(ToolCall("browser.search", {"query": "Korvel mayor", "topn": 3})),
-        render_tool_call(ToolCall("browser.open", {"id": 1})),
-        render_answer("Ada Fenn"),
-    ]
-    traj = worker.replay(QUESTION, turns)
+    traj = worker.replay(QUESTION, TWO_TOOL_TURNS)
     lengths = [len(worker.chat.encode(o)) for o in traj.observations]
     assert len(lengths) == 2 and min(lengths) > 0
     encoded, real_encode = [], ChatFormat.encode
