@@ -255,7 +255,7 @@ def test_continuations_start_with_the_observation_tokens_their_state_used_each_e
     encoded, real_encode = [], ChatFormat.encode
     monkeypatch.setattr(ChatFormat, "encode", lambda chat, text: encoded.append(text) or real_encode(chat, text))
     states = [(traj, 0), (traj, 1), (traj, 2), (traj, 2)]
-    assert worker._observation_tokens_before(states) == [0, lengths[0], lengths[0] + lengths[1]] + [sum(lengths)]
+    assert worker._observation_tokens_before(states) == [0, lengths[0], sum(lengths), sum(lengths)]
     assert encoded == traj.observations  # once per observation, not per state or per continuation
     # a continuation's budget check starts from those counts
     started = []

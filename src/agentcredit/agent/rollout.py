@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -206,15 +207,13 @@ class RolloutWorker:
         """Per (trajectory, b): the observation tokens its first b turns used, which count against
         max_obs_tokens in a continuation. Each observation is encoded once, however many states of its
         rollout are continued and however many continuations each state has."""
-        sums: dict[int, list[int]] = {}  # id(trajectory) -> running totals over its observations
+        totals: dict[int, list[int]] = {}  # id(trajectory) -> running totals over its observations, from 0
         for trajectory, _ in states:
-            if id(trajectory) not in sums:
-                totals = [0]
-                for observation in trajectory.observations:
-                    totals.append(totals[-1] + len(self.chat.encode(observation)))
-                sums[id(trajectory)] = totals
+            if id(trajectory) not in totals:
+                lengths = (len(self.chat.encode(o)) for o in trajectory.observations)
+                totals[id(trajectory)] = list(accumulate(lengths, initial=0))
         # (as a slice observations[:b] would: a b past the observations counts them all)
-        return [sums[id(t)][min(b, len(sums[id(t)]) - 1)] for t, b in states]
+        return [totals[id(t)][min(b, len(t.observations))] for t, b in states]
 
     def _resume(self, trajectory: Trajectory, boundary: int, question: Question, request: int,
                 obs_used: int) -> _Live:
