@@ -166,19 +166,28 @@ def write_json(numbers: dict, path: Path) -> Path:
     return path
 
 
-def _panel(ax, points: list[dict], reference: str, reference_fidelity: dict | None, title: str) -> None:
+def _arm_colours(numbers: dict) -> dict[str, tuple]:
+    """One colour per plotted arm, the same in every panel, so that one legend names the points of all panels."""
+    import matplotlib
+
+    arms = [p["arm"] for p in numbers["arms"] if p["fidelity"] is not None]
+    palette = matplotlib.colormaps["tab10" if len(arms) <= 10 else "tab20"]
+    return {arm: palette(i % palette.N) for i, arm in enumerate(arms)}
+
+
+def _panel(ax, points: list[dict], reference: str, reference_fidelity: dict | None, title: str,
+           colours: dict[str, tuple]) -> None:
     for p in points:
         if p["fidelity"] is None:
             continue
         f, g = p["fidelity"], p["gain_points"]
         xerr = [[f["value"] - f["lo"]], [f["hi"] - f["value"]]]
         yerr = None if g["lo"] is None else [[g["value"] - g["lo"]], [g["hi"] - g["value"]]]
-        ax.errorbar(f["value"], g["value"], xerr=xerr, yerr=yerr, fmt="o", capsize=3)
-        ax.annotate(p["arm"], (f["value"], g["value"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        ax.errorbar(f["value"], g["value"], xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=colours[p["arm"]],
+                    label=p["arm"])
     if reference_fidelity is not None:
-        ax.plot([reference_fidelity["value"]], [0.0], marker="s", color="black")
-        ax.annotate(f"{reference} (reference)", (reference_fidelity["value"], 0.0), textcoords="offset points",
-                    xytext=(5, -12), fontsize=8)
+        ax.plot([reference_fidelity["value"]], [0.0], marker="s", color="black", ls="none",
+                label=f"{reference} (reference)")
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.axvline(0.0, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("within-rollout credit fidelity (Spearman ρ vs Monte Carlo)")
@@ -188,9 +197,11 @@ def _panel(ax, points: list[dict], reference: str, reference_fidelity: dict | No
 
 
 def plot_chart(numbers: dict, path: Path) -> Path:
-    """The overall panel and one panel per hop count (where per-question outcomes exist), the notes beneath;
-    the PNG carries no software or date metadata, so the same numbers give the same bytes."""
+    """The overall panel and one panel per hop count (where per-question outcomes exist), two to a row, one legend
+    for all panels (an arm keeps its colour), the notes beneath; the PNG carries no software or date metadata, so
+    the same numbers give the same bytes."""
     import io
+    import math
 
     import matplotlib
 
@@ -200,21 +211,37 @@ def plot_chart(numbers: dict, path: Path) -> Path:
     from agentcredit.records import atomic_write_bytes
 
     hops = sorted(numbers["per_hop"], key=int)
-    fig, axes = plt.subplots(1, 1 + len(hops), figsize=(6.5 * (1 + len(hops)), 5.6), squeeze=False)
+    panels = 1 + len(hops)
+    columns = min(2, panels)
+    rows = math.ceil(panels / columns)
+    colours = _arm_colours(numbers)
+    missing = ", ".join(numbers["methods_without_comparison"]) or "none"
+    notes = "\n".join(_wrap(line, width=100 * columns) for line in (
+        f"x: {numbers['fidelity_measure']}; {numbers['fidelity_source']}",
+        f"y: {numbers['gain_measure']}; {numbers['comparison_source']}",
+        numbers["per_hop_note"],
+        f"fidelity measured, no comparison run yet (not plotted): {missing}"))
+    legend_columns = 3
+    legend_rows = math.ceil((len(colours) + (numbers["reference_fidelity"] is not None)) / legend_columns)
+    # inches: the panels, then the legend, then the notes at 7 points a line
+    legend_h, notes_h = 0.2 * legend_rows + 0.3, 0.12 * (notes.count("\n") + 1) + 0.15
+    height = 4.8 * rows + legend_h + notes_h
+    fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, height), squeeze=False)
+    flat = [ax for row in axes for ax in row]
     rho = numbers["spearman"]
     shown = ("n/a" if rho["rho"] is None else f"{rho['rho']:.2f} [{rho['lo']:.2f}, {rho['hi']:.2f}]"
              if rho["lo"] is not None else f"{rho['rho']:.2f}")
-    _panel(axes[0][0], numbers["arms"], numbers["reference"], numbers["reference_fidelity"],
-           f"all test questions; Spearman ρ(fidelity, gain) = {shown} over {rho['arms']} arms")
-    for ax, h in zip(axes[0][1:], hops):
-        _panel(ax, numbers["per_hop"][h], numbers["reference"], numbers["reference_fidelity"], f"{h} hops")
-    missing = ", ".join(numbers["methods_without_comparison"]) or "none"
-    notes = [f"x: {numbers['fidelity_measure']}; {numbers['fidelity_source']}",
-             f"y: {numbers['gain_measure']}; {numbers['comparison_source']}",
-             numbers["per_hop_note"],
-             f"fidelity measured, no comparison run yet (not plotted): {missing}"]
-    fig.text(0.01, 0.01, "\n".join(_wrap(line) for line in notes), fontsize=7, va="bottom")
-    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    _panel(flat[0], numbers["arms"], numbers["reference"], numbers["reference_fidelity"],
+           f"all test questions; Spearman ρ(fidelity, gain) = {shown} over {rho['arms']} arms", colours)
+    for ax, h in zip(flat[1:], hops):
+        _panel(ax, numbers["per_hop"][h], numbers["reference"], numbers["reference_fidelity"], f"{h} hops", colours)
+    for ax in flat[panels:]:
+        ax.set_visible(False)
+    handles, labels = flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, (legend_h + notes_h) / height),
+               ncol=legend_columns, fontsize=8, frameon=False)
+    fig.text(0.01, 0.05 / height, notes, fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, (legend_h + notes_h) / height, 1, 1))
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
