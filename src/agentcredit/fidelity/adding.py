@@ -219,14 +219,14 @@ def add_methods(cfg: DictConfig, command_overrides: Sequence[str], addition: Add
     beyond `n` are still without them (their progress is in adding.jsonl)."""
     from tqdm import tqdm
 
-    from agentcredit.fidelity.run import (load_policy_and_methods, measured_overrides, record_line, step_hooked,
-                                         step_questions, steps_of)
+    from agentcredit.fidelity.run import (hooked_in_a_cut_step, load_policy_and_methods, measured_overrides,
+                                         record_line, step_questions, steps_of)
 
     if addition.written:
         return addition.records
     by_index = {int(r["index"]): r for r in addition.records}
     count = min(int(cfg.n), max(by_index) + 1)
-    if count % step_questions(cfg) and step_hooked(addition.new, measured_overrides(cfg, command_overrides)):
+    if hooked_in_a_cut_step(count, cfg, addition.new, measured_overrides(cfg, command_overrides)):
         # n itself was checked (run.check_whole_steps); here the folder holds fewer questions than n
         raise ConfigError(f"add_to: {addition.folder} holds {count} questions, not a multiple of "
                           f"data.prompts_per_step={step_questions(cfg)}: {addition.new} computes credit over whole steps")

@@ -104,14 +104,20 @@ def step_hooked(labels: Sequence[str], overrides: Sequence[str]) -> list[str]:
     return [label for label in labels if get_credit(str(compose_method(label, overrides).credit.name)).step_advantages]
 
 
+def hooked_in_a_cut_step(count: int, cfg: DictConfig, labels: Sequence[str], overrides: Sequence[str]) -> list[str]:
+    """The methods among `labels` whose credit depends on the whole step, when `count` questions end inside a step
+    (their last questions' credit would depend on where it ends); [] at a whole number of steps. The methods are
+    composed only in that case."""
+    if count % step_questions(cfg) == 0:  # before any method is composed: the step a hooked method would take
+        return []
+    return step_hooked(labels, overrides)
+
+
 def check_whole_steps(cfg: DictConfig, overrides: Sequence[str]) -> None:
-    """One ConfigError line when a method with a step-level hook would be measured over a step cut short by `n`
-    (its last questions' credit would depend on `n`); the methods are composed only when n is no multiple."""
-    per_step = step_questions(cfg)  # before any method is composed: the step a hooked method would take
-    if int(cfg.n) % per_step == 0:
-        return
-    hooked = step_hooked([str(m) for m in cfg.methods], overrides)
+    """One ConfigError line when a method with a step-level hook would be measured over a step cut short by `n`."""
+    hooked = hooked_in_a_cut_step(int(cfg.n), cfg, [str(m) for m in cfg.methods], overrides)
     if hooked:
+        per_step = step_questions(cfg)
         raise ConfigError(f"n={cfg.n}: {', '.join(hooked)} computes credit over a whole step of "
                           f"data.prompts_per_step={per_step} questions; give n a multiple of {per_step}")
 
