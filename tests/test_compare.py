@@ -189,11 +189,19 @@ def test_no_finished_run_is_one_line(tmp_path, capsys):
 
 
 def test_detectable_difference_by_hand():
+    from scipy import stats
+
     from agentcredit.analysis.comparison import detectable_difference
 
-    # 5 seeds, paired sd 2 points: (t_0.975 + t_0.80 at 4 df) · 2 / √5 = (2.776445 + 0.940965) · 2 / √5 = 3.324950
-    assert detectable_difference(2.0, 5) == pytest.approx(3.324950, abs=1e-5)
-    # 11 seeds, 10 df: (2.228139 + 0.879058) / √11; 40 seeds, 39 df: (2.022691 + 0.850935) / √40
-    assert detectable_difference(1.0, 11) == pytest.approx(3.107197 / 11 ** 0.5, abs=1e-5)
-    assert detectable_difference(1.0, 40) == pytest.approx(2.873626 / 40 ** 0.5, abs=1e-5)
+    # 5 seeds, paired sd 2 points: the effect size a paired t-test of 5 pairs detects with 80% power at α = 0.05
+    # (two-sided) is d = 1.6820 (power tables; the normal-shift approximation gives 1.6625), so 2 · 1.6820
+    assert detectable_difference(2.0, 5) == pytest.approx(3.3640, abs=1e-3)
+    assert detectable_difference(1.0, 2) == pytest.approx(11.5499, abs=1e-3)  # 1 df: 16% above the approximation
+    # the definition itself: at that difference the noncentral t (df n − 1, noncentrality Δ/sd · √n) lands
+    # beyond ±t_0.975 with probability 0.8
+    for n, sd in ((2, 3.0), (5, 2.0), (11, 1.0), (40, 1.0)):
+        delta = detectable_difference(sd, n)
+        crit, nc = stats.t.ppf(0.975, n - 1), delta / sd * n ** 0.5
+        power = stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
+        assert power == pytest.approx(0.8, abs=1e-6)
     assert detectable_difference(1.0, 1) is None

@@ -175,6 +175,28 @@ def test_report_with_records_bootstraps_questions_and_gives_verdicts_per_hop(tmp
     assert "Verdicts against grpo" in markdown_report(runs, VerdictSettings(reference="grpo", n_boot=500))
 
 
+def test_a_difference_over_fewer_seeds_than_the_reference_names_them_ties_and_the_holm_family(tmp_path):
+    # the reference ran seeds 0 and 1 (40% and 60%: its row reads 50%); "one" ran seed 1 only and tied it; "two"
+    # ran both seeds: only "two" has a paired t p, so Holm's family is 1 of the 2 arms compared
+    runs = [_run("budget_grpo", 0, {4: 0.40}), _run("budget_grpo", 1, {4: 0.60}),
+            _run("one", 1, {4: 0.60}), _run("two", 0, {4: 0.50}), _run("two", 1, {4: 0.65})]
+    settings = VerdictSettings(n_boot=200)
+    found = {c.arm: c for c in verdicts(runs, settings)[None]}
+    assert found["one"].paired_seeds == (1,) and found["one"].reference_mean == pytest.approx(60.0)
+    assert found["one"].ties == 1 and found["one"].wins == 0 and found["one"].diff == pytest.approx(0.0)
+    assert found["two"].paired_seeds == (0, 1) and found["two"].ties == 0 and found["two"].wins == 2
+    report = markdown_report(runs, settings)
+    assert ", 1 seed × 20 questions | 1 seed × 20 questions: seed 1, where budget_grpo scored 60.0 | 0.0 [" in report
+    assert "| 0/1, 1 tied (–) |" in report  # a tie is neither a win nor a loss, and the sign test has nothing to test
+    assert "| 4 | one | 1 seed × 20 questions: seed 1, where budget_grpo scored 60.0 |" in report
+    assert "| 0/1, 1 tied | – |" in report
+    assert "| two | 57.5 [" in report and "2 seeds × 20 questions | 2 seeds × 20 questions | 7.5 [" in report
+    assert ("Holm across the 1 of the 2 arms compared with budget_grpo that have a paired t p (two seeds or more); "
+            "the others have no test and can only be inconclusive") in report
+    assert "Holm across the arms within each that have a paired t p" in report
+    assert "(S − 1)/S of the seed-to-seed variance" in report
+
+
 def test_records_travel_through_export_and_restore(tmp_path):
     runs = [_run("grpo", 0, {4: 0.5}), _run("trace", 0, {4: 0.25})]
     runs[1].outcomes = None  # a run that kept none exports none

@@ -164,7 +164,7 @@ def _pair(arm: str, runs: list[Run], reference: list[Run], s: VerdictSettings, h
         ids = None  # records that share no question: the seeds alone
     a, b = _matrix(mine, ids), _matrix(theirs, ids)
     return compare_pair(arm, a - b, list(a.mean(1)), list(b.mean(1)), None if ids is None else len(ids),
-                        s.margin, s.alpha, s.n_boot, s.seed)
+                        s.margin, s.alpha, s.n_boot, s.seed, seeds=tuple(r.seed for r in mine))
 
 
 def arm_accuracy(runs: list[Run], s: VerdictSettings) -> tuple[float, tuple[float, float] | None, str]:
@@ -289,6 +289,32 @@ def _signed_cell(c: Comparison) -> str:
     return f"{c.diff:+.1f}{ci} points"
 
 
+def _paired_over(c: Comparison, reference: str, reference_seeds: int) -> str:
+    """What a difference pairs over; when that is fewer seeds than the reference ran, which seeds, and the
+    reference's accuracy on them (its row gives its mean over all its seeds, which the difference is not
+    taken from)."""
+    if not c.paired_seeds or len(c.paired_seeds) >= reference_seeds or c.reference_mean is None:
+        return c.resampled()
+    seeds = ", ".join(str(seed) for seed in sorted(c.paired_seeds))
+    return (f"{c.resampled()}: seed{'s' if len(c.paired_seeds) != 1 else ''} {seeds}, where {reference} "
+            f"scored {_num(c.reference_mean)}")
+
+
+def _wins(c: Comparison) -> str:
+    """"3/5", or "0/1, 1 tied" where the arm and the reference scored the same on a seed."""
+    return f"{c.wins}/{c.seeds}" + (f", {c.ties} tied" if c.ties else "")
+
+
+def _holm_family(family: list[Comparison], reference: str) -> str:
+    """Which arms Holm's correction ran across: those with a paired t p (two seeds or more whose differences
+    vary); an arm without one has no test to correct and can only be inconclusive."""
+    tested = sum(c.t_p is not None for c in family)
+    if tested == len(family):
+        return f"Holm across the {len(family)} arms compared with {reference}"
+    return (f"Holm across the {tested} of the {len(family)} arms compared with {reference} that have a paired t p "
+            "(two seeds or more); the others have no test and can only be inconclusive")
+
+
 def verdict_summary(found: dict[int | None, list[Comparison]], reference: str, margin: float) -> list[str]:
     """The verdicts in plain words, from the same figures as the tables: over all questions, which arms are
     better, worse, equivalent within ±margin or inconclusive against the reference; per hop count, the arms
@@ -322,10 +348,11 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     level, eq_level = round(100 * (1 - s.alpha)), round(100 * (1 - 2 * s.alpha))
     lines = ["", f"Verdicts against {reference} (arm − {reference}, accuracy points, paired on the same seeds"
              + (" and questions" if any("questions" in r for r in resampled) else "") + f"; margin ±{s.margin:g} "
-             f"points, α = {s.alpha:g}, Holm across the {len(found.get(None, []))} arms compared with {reference}):", "",
+             f"points, α = {s.alpha:g}, {_holm_family(found.get(None, []), reference)}):", "",
              f"| arm | test accuracy % ({level}% CI), bootstrap over | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | "
              "wins (sign-test p) | paired t p | Holm p | TOST p, Holm | detectable Δ | Δ reward AUC (95% t) | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    reference_seeds = len(arms[reference])
     for arm, arm_runs in arms.items():
         mean, ci, what = arm_accuracy(arm_runs, s)
         accuracy = f"{_cell(mean, ci)}, {what}"
@@ -338,19 +365,21 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         auc = paired(arm_runs, arms[reference], "reward_auc")
         auc_cell = "–" if auc is None else _fmt((auc["mean"], auc["ci"]), 3)
         detectable = "–" if c.detectable is None else f"{c.detectable:.1f}"
-        lines.append(f"| {arm} | {accuracy} | {c.resampled()} | {_cell(c.diff, c.ci)} | "
-                     f"{_interval(c.ci_equivalence)} | {c.wins}/{c.seeds} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
+        lines.append(f"| {arm} | {accuracy} | {_paired_over(c, reference, reference_seeds)} | {_cell(c.diff, c.ci)} | "
+                     f"{_interval(c.ci_equivalence)} | {_wins(c)} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
     lines += verdict_summary(found, reference, s.margin)
     by_hops = {h: family for h, family in found.items() if h is not None}
     lines += hop_accuracy_lines(arms, s)
     if by_hops:
-        lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each):", "",
+        partial = any(c.t_p is None for family in by_hops.values() for c in family)
+        lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each"
+                  + (" that have a paired t p" if partial else "") + "):", "",
                   f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | wins | paired t p | "
                   "Holm p | TOST p, Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
         for hops, family in by_hops.items():
-            lines += [f"| {hops} | {c.arm} | {c.resampled()} | {_cell(c.diff, c.ci)} | "
-                      f"{_interval(c.ci_equivalence)} | {c.wins}/{c.seeds} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
+            lines += [f"| {hops} | {c.arm} | {_paired_over(c, reference, reference_seeds)} | {_cell(c.diff, c.ci)} | "
+                      f"{_interval(c.ci_equivalence)} | {_wins(c)} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
                       f"{_p(c.tost_p_holm)} | {c.verdict} |" for c in family]
     seeds_alone = not any("questions" in r for r in resampled)
     lines += ["", ("Bootstrap over seeds alone: these runs kept no per-question test outcomes "
@@ -358,12 +387,16 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
                    if seeds_alone else
                    "Bootstrap over seeds and questions: each resample draws the seeds, then the questions (one draw "
                    "shared by every seed, as every seed answers the same test questions). ")
-              + f"{s.n_boot:,} resamples (generator seed {s.seed}), percentile intervals. Paired t p: two-sided paired "
+              + f"{s.n_boot:,} resamples (generator seed {s.seed}), percentile intervals. Over S seeds a bootstrap "
+              "carries about (S − 1)/S of the seed-to-seed variance, and over one seed none (such an interval counts "
+              "the questions' variance only): with few seeds the paired t p, which counts the seed spread in full, is "
+              "the stricter figure, and a verdict needs both. Paired t p: two-sided paired "
               "t-test over seeds (scipy.stats.ttest_rel); Holm p: that p adjusted across the arms compared with "
               f"{reference} (statsmodels multipletests); TOST p: the equivalence test |Δ| < {s.margin:g} points on the "
               "seed-paired accuracies (statsmodels ttost_paired), Holm-adjusted the same way; sign-test p: the wins "
-              "alone (scipy.stats.binomtest); detectable Δ: the smallest true difference a paired t-test at α = 0.05 "
-              "detects with 80% power at this many seeds and this paired spread. Verdict: better / worse when the "
+              "alone (scipy.stats.binomtest; a tied seed is neither a win nor a loss); detectable Δ: the smallest true "
+              "difference a paired t-test at α = 0.05 detects with 80% power at this many seeds and this paired spread "
+              "(statsmodels TTestPower, the noncentral t). Verdict: better / worse when the "
               f"Holm p < {s.alpha:g} and the {level}% interval excludes 0 on that side; equivalent within "
               f"±{s.margin:g} when the Holm-adjusted TOST p < {s.alpha:g} and the {eq_level}% interval lies inside "
               f"±{s.margin:g}; else inconclusive (not evidence of a tie)."]

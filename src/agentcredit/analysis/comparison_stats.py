@@ -49,11 +49,16 @@ def mean_ci(values: list[float]) -> tuple[float, float | None]:
 
 def detectable_difference(sd: float, n: int) -> float | None:
     """The smallest true paired difference a two-sided paired t-test at α = 0.05 detects with 80% power,
-    given n pairs whose differences spread by `sd`: (t_0.975 + t_0.80) · sd / √n, with n − 1 degrees of
-    freedom (the usual normal-shift approximation to the noncentral t). None with fewer than two pairs."""
+    given n pairs whose differences spread by `sd`: the effect size d at which the noncentral t with n − 1
+    degrees of freedom and noncentrality d·√n crosses the test's critical values with probability 0.8
+    (``statsmodels.stats.power.TTestPower``), times `sd`. Exact, not the normal-shift approximation
+    (t_0.975 + t_0.80)·sd/√n, which at 2 seeds understates it by 14%. None with fewer than two pairs."""
     if n < 2:
         return None
-    return (t_quantile(0.975, n - 1) + t_quantile(0.80, n - 1)) * sd / math.sqrt(n)
+    from statsmodels.stats.power import TTestPower
+
+    d = TTestPower().solve_power(effect_size=None, nobs=n, alpha=0.05, power=0.8, alternative="two-sided")
+    return float(d) * sd
 
 
 BLOCK = 1000  # replicates drawn at once: (BLOCK, Q) indices stay a few MB at Q ≈ 1,000 questions
@@ -165,7 +170,7 @@ class Comparison:
     diff: float
     ci: tuple[float, float] | None  # None: one seed and no question records, nothing to resample
     ci_equivalence: tuple[float, float] | None
-    wins: int
+    wins: int  # seeds on which the arm scored higher; ties (equal scores) are neither wins nor losses
     sign_p: float | None
     t_p: float | None
     tost_p: float | None
@@ -175,6 +180,9 @@ class Comparison:
     kind: str = "inconclusive"  # one of KINDS
     within: bool = False  # equivalence within the margin shown (for better / worse: the difference is inside it)
     verdict: str = "inconclusive"  # the words of kind and within
+    ties: int = 0
+    paired_seeds: tuple[int, ...] = ()  # the seeds the difference pairs over, when known
+    reference_mean: float | None = None  # the reference's accuracy in points on those seeds and questions
 
     def resampled(self) -> str:
         return resampled(self.seeds, self.questions)
@@ -193,9 +201,10 @@ def interval(values, level: float, n_boot: int, seed: int) -> tuple[float, float
 
 
 def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: list[float], questions: int | None,
-                 margin: float, alpha: float, n_boot: int, seed: int) -> Comparison:
+                 margin: float, alpha: float, n_boot: int, seed: int, seeds: tuple[int, ...] = ()) -> Comparison:
     """`diffs` (S, Q) arm − reference in points, paired by seed (rows) and question (columns; one column with
-    no records); `arm_acc`, `ref_acc` the S per-seed accuracies in points, in the same seed order."""
+    no records); `arm_acc`, `ref_acc` the S per-seed accuracies in points, in the same seed order; `seeds`
+    those seeds' numbers."""
     replicates = bootstrap_means(diffs, n_boot, seed) if diffs.size > 1 else None
     per_seed = [a - r for a, r in zip(arm_acc, ref_acc)]
     n = len(per_seed)
@@ -205,7 +214,9 @@ def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: lis
                       ci_equivalence=None if replicates is None else percentile_interval(replicates, 1 - 2 * alpha),
                       wins=sum(d > 0 for d in per_seed), sign_p=sign_test_p(per_seed),
                       t_p=paired_t_p(arm_acc, ref_acc), tost_p=tost_p(arm_acc, ref_acc, margin),
-                      detectable=detectable_difference(sd, n) if sd is not None else None)
+                      detectable=detectable_difference(sd, n) if sd is not None else None,
+                      ties=sum(d == 0 for d in per_seed), paired_seeds=tuple(seeds),
+                      reference_mean=float(np.mean(ref_acc)))
 
 
 def decide(family: list[Comparison], margin: float, alpha: float) -> list[Comparison]:
