@@ -5,19 +5,38 @@ from committed files only: the long preset's fidelity table and the long-horizon
     python scripts/fidelity_vs_gain.py --fidelity docs/results/fidelity/long_base/fidelity.json \\
         --comparison docs/results/compare_long --out docs/results/fidelity_vs_gain
 
-Writes <out>.png and <out>.json (the plotted numbers) and prints the rank correlation of fidelity and gain
-across arms with its bootstrap interval, the arms it rests on, and the methods with fidelity but no run.
+Writes <out>.png and <out>.json (the plotted numbers; both replaced together, or neither) and prints the rank
+correlation of fidelity and gain across arms with its bootstrap interval, the arms it rests on, and the methods
+with fidelity but no run. Paths may lie outside the checkout; --out's folder is checked before any work.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
-from agentcredit.analysis.fidelity_vs_gain import Settings, chart_numbers, plot_chart, write_json
+from agentcredit.analysis.fidelity_vs_gain import Settings, chart_numbers, write_chart
+from agentcredit.records import check_output_path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def check_out(out: Path) -> None:
+    """<out>.json and <out>.png can be written (their folder made if missing), or SystemExit with one line: before
+    the bootstrap, not after it."""
+    try:
+        for path in (out.with_suffix(".json"), out.with_suffix(".png")):
+            check_output_path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out.parent):  # the one test that also holds for root and read-only mounts
+            pass
+    except ValueError as error:
+        raise SystemExit(f"fidelity_vs_gain: {error}") from None
+    except OSError as error:
+        raise SystemExit(f"fidelity_vs_gain: cannot write into {out.parent}: "
+                         f"{error.strerror or type(error).__name__}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--bootstrap must be >= 100, got {args.bootstrap}")
     if not args.comparison.is_dir():
         parser.error(f"--comparison {args.comparison} is not a folder of exported run summaries")
+    check_out(args.out)
     settings = Settings(reference=args.reference, n_boot=args.bootstrap, seed=args.bootstrap_seed)
     try:
         numbers = chart_numbers(args.fidelity, args.comparison, settings, root=ROOT)
@@ -41,8 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"fidelity_vs_gain: {err}") from None
     for line in numbers["runs_left_out"]:
         print(f"[fidelity_vs_gain] warning: {line}", file=sys.stderr)
-    json_path = write_json(numbers, args.out.with_suffix(".json"))
-    png = plot_chart(numbers, args.out.with_suffix(".png"))
+    try:
+        json_path, png = write_chart(numbers, args.out)
+    except ValueError as err:  # a number JSON cannot hold (NaN, Infinity): nothing is written
+        raise SystemExit(f"fidelity_vs_gain: the chart's numbers cannot be written as JSON ({err})") from None
+    except OSError as err:
+        raise SystemExit(f"fidelity_vs_gain: cannot write {args.out}.json and .png: "
+                         f"{err.strerror or type(err).__name__} (the earlier pair is left as it was)") from None
     for p in numbers["arms"]:
         f, g = p["fidelity"], p["gain_points"]
         fid = "no fidelity measured" if f is None else f"fidelity {f['value']:+.3f} [{f['lo']:+.3f}, {f['hi']:+.3f}]"

@@ -129,3 +129,87 @@ def test_a_tuned_arm_borrows_its_untuned_arms_fidelity_only_where_its_credit_is_
         tuned_credit = plain(compose_config([f"arm={arm}"]).credit)
         untuned_credit = plain(compose_config([method_override(untuned)]).credit)
         assert tuned_credit == untuned_credit, arm
+
+
+def _small_comparison(tmp_path: Path) -> tuple[Path, Path]:
+    runs = [_run(arm, seed, accuracy) for seed in (0, 1) for arm, accuracy in
+            (("budget_grpo", 0.25), ("trace", 0.30 + 0.02 * seed), ("grpo", 0.20 + 0.04 * seed))]
+    export_runs(runs, tmp_path / "compare")
+    return tmp_path / "compare", _fidelity(tmp_path / "fidelity.json", {"grpo": 0.0, "trace": 0.1})
+
+
+def _main():
+    return runpy.run_path(str(SCRIPT), run_name="not_main")["main"]
+
+
+def test_inputs_and_output_outside_the_checkout_are_shown_as_given(tmp_path, capsys):
+    from agentcredit.analysis.fidelity_vs_gain import shown_path
+
+    comparison, fidelity = _small_comparison(tmp_path)
+    assert _main()(["--comparison", str(comparison), "--fidelity", str(fidelity), "--out", str(tmp_path / "chart"),
+                    "--bootstrap", "100"]) == 0
+    numbers = json.loads((tmp_path / "chart.json").read_text())
+    assert numbers["comparison_source"] == str(comparison) and numbers["fidelity_source"] == str(fidelity)
+    assert shown_path(ROOT / "docs" / ".." / "docs/results", ROOT) == "docs/results"  # under the root: relative
+    assert shown_path(Path("elsewhere/x"), tmp_path) == "elsewhere/x"
+
+
+def test_an_output_that_cannot_be_written_is_one_line_before_the_bootstrap(tmp_path, monkeypatch):
+    comparison, fidelity = _small_comparison(tmp_path)
+    main = _main()
+
+    def no_bootstrap(*args, **kwargs):
+        raise AssertionError("the output is checked first")
+
+    monkeypatch.setitem(main.__globals__, "chart_numbers", no_bootstrap)
+    args = ["--comparison", str(comparison), "--fidelity", str(fidelity)]
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as stopped:
+        main([*args, "--out", str(tmp_path / "afile" / "chart")])
+    assert str(stopped.value) == f"fidelity_vs_gain: output {tmp_path / 'afile/chart.json'}: {tmp_path / 'afile'} is a file, not a folder"
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(main.__globals__["tempfile"], "TemporaryFile", read_only)
+    with pytest.raises(SystemExit, match=f"^fidelity_vs_gain: cannot write into {tmp_path / 'out'}: Permission denied$"):
+        main([*args, "--out", str(tmp_path / "out" / "chart")])
+
+
+def test_a_full_disk_leaves_the_earlier_pair_as_it_was(tmp_path, capsys):
+    from write_faults import failing_writes
+
+    comparison, fidelity = _small_comparison(tmp_path)
+    args = ["--comparison", str(comparison), "--fidelity", str(fidelity), "--out", str(tmp_path / "out" / "chart"),
+            "--bootstrap", "100"]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "chart.json").write_text("old json\n")
+    (tmp_path / "out" / "chart.png").write_bytes(b"old png")
+    with failing_writes(lambda path: "chart.png" in path.name, after_bytes=100, fault="full"):
+        with pytest.raises(SystemExit, match=r"No space left on device \(the earlier pair is left as it was\)$"):
+            _main()(args)
+    assert (tmp_path / "out" / "chart.json").read_text() == "old json\n"
+    assert (tmp_path / "out" / "chart.png").read_bytes() == b"old png"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chart.json", "chart.png"]  # no temp file left
+
+
+@pytest.mark.parametrize("value, shown", [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"), ("1e400", "inf"),
+                                          ("null", "None"), ('"0.1"', "'0.1'"), ("true", "True")])
+def test_a_fidelity_that_is_not_a_finite_number_is_one_line_naming_the_file_and_the_method(tmp_path, value, shown):
+    comparison, _ = _small_comparison(tmp_path)
+    fidelity = tmp_path / "bad.json"
+    fidelity.write_text('{"methods": {"grpo": {"within_rho": {"value": 0.0, "lo": 0.0, "hi": 0.0}}, '
+                        '"trace": {"within_rho": {"value": 0.1, "lo": ' + value + ', "hi": 0.2}}}}')
+    with pytest.raises(SystemExit) as stopped:
+        _main()(["--comparison", str(comparison), "--fidelity", str(fidelity), "--out", str(tmp_path / "chart")])
+    assert str(stopped.value) == (f"fidelity_vs_gain: {fidelity}: method 'trace' (the fidelity of arms trace, "
+                                  f"trace_tuned): within_rho.lo is {shown}, not a finite number")
+    assert not list(tmp_path.glob("chart*"))
+
+
+def test_the_json_never_holds_a_nan():
+    from agentcredit.analysis.fidelity_vs_gain import json_text
+
+    assert json_text({"x": 1.5}) == '{\n "x": 1.5\n}\n'
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        json_text({"x": float("nan")})

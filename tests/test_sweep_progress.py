@@ -145,3 +145,66 @@ def test_a_sweep_given_on_the_command_line_is_read_from_its_overrides(tmp_path):
                                                         "trainer": {"max_steps": 4}}))
     with pytest.raises(RecordError, match="is not a list of values"):
         read_progress(root)
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"hydra: \xff\n", "multirun.yaml: cannot be read (not UTF-8 text)"),
+    (b"hydra: x\ntrainer: {max_steps: 4}\n", "multirun.yaml: hydra is a str, not a mapping"),
+    (b"hydra: {sweeper: x}\ntrainer: {max_steps: 4}\n", "multirun.yaml: hydra.sweeper is a str, not a mapping"),
+    (b"hydra: {sweeper: {params: [1]}}\ntrainer: {max_steps: 4}\n", "hydra.sweeper.params is a list, not a mapping"),
+    (b"hydra: {overrides: {task: x}}\ntrainer: {max_steps: 4}\n", "hydra.overrides.task is a str, not a list"),
+    (b"hydra: {sweeper: {params: {arm: a}}}\ntrainer: x\n", "multirun.yaml: trainer is a str, not a mapping"),
+    (b"hydra: {sweeper: {params: {arm: a}}}\nwhen: 2020-99-99\n", "multirun.yaml: cannot be read (not YAML"),
+])
+def test_a_damaged_multirun_yaml_is_one_line_naming_it(tmp_path, capsys, content, says):
+    (tmp_path / "multirun.yaml").write_bytes(content)
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 1 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("name, content, says", [
+    (".hydra/overrides.yaml", b"- arm=\xff\n", "overrides.yaml: cannot be read (not UTF-8 text)"),
+    (".hydra/overrides.yaml", b"5\n", "overrides.yaml: an int, not a list of overrides"),
+    (".hydra/overrides.yaml", b"arm: b\n", "overrides.yaml: a dict, not a list of overrides"),
+    (".hydra/overrides.yaml", b"- [unclosed\n", "overrides.yaml: cannot be read (not YAML"),
+    ("resolved_config.yaml", b"trainer: \xff\n", "resolved_config.yaml: cannot be read (not UTF-8 text)"),
+    ("resolved_config.yaml", b"- 1\n", "resolved_config.yaml: a list, not a mapping"),
+    ("resolved_config.yaml", b"trainer: x\n", "resolved_config.yaml: trainer is a str, not a mapping"),
+    ("metrics.csv", b"step,time/step_s\n0,\xff\n", "metrics.csv: not UTF-8 text"),
+])
+def test_a_job_whose_own_file_is_damaged_is_named_and_left_out_of_the_totals(sweep, capsys, name, content, says):
+    job = sweep / "1_arm:b+seed:0"  # started, 4 steps; matched by its folder name where its overrides are damaged
+    (job / name).write_bytes(content)
+    assert main([str(sweep)]) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.strip().splitlines()
+    assert len(warnings) == 1 and says in warnings[0] and warnings[0].startswith(f"[progress] warning: {job}")
+    assert warnings[0].endswith("1_arm:b+seed:0 left out of the totals")
+    assert "| 0 | b | unreadable | ?/10 | ? | ? |" in captured.out
+    assert "1 finished, 0 started, 2 not started, 1 unreadable (see the warnings)" in captured.out
+    # the others as before: (1, a) at its sibling's 360 s a step, (1, b) with no started sibling left
+    assert "| 1 | a | not started | 0/10 | ~360.0 | 1.00 |" in captured.out
+
+
+def test_a_folder_with_damaged_overrides_and_no_job_name_is_left_out_in_one_line(sweep):
+    stray = sweep / "elsewhere"
+    (stray / ".hydra").mkdir(parents=True)
+    (stray / ".hydra" / "overrides.yaml").write_bytes(b"\xff")
+    warned = []
+    jobs = read_progress(sweep, warned.append)
+    assert warned == [f"{stray / '.hydra' / 'overrides.yaml'}: cannot be read (not UTF-8 text); elsewhere left out"]
+    assert [j.state for j in jobs] == ["finished", "started", "not started", "not started"]
+
+
+def test_parallel_has_an_upper_bound(sweep, capsys):
+    from agentcredit.analysis.sweep_progress import hours_to_end
+    from agentcredit.cli.progress import MAX_PARALLEL
+
+    with pytest.raises(SystemExit):
+        main([str(sweep), "--parallel", str(MAX_PARALLEL + 1)])
+    assert f"--parallel {MAX_PARALLEL + 1} must be at most {MAX_PARALLEL}" in capsys.readouterr().err
+    assert main([str(sweep), "--parallel", str(MAX_PARALLEL)]) == 0
+    # more workers than jobs: each job on its own, the longest decides (no list of a billion idle workers)
+    assert hours_to_end([1.0, 3.0], [0, 1], 10**9) == 3.0

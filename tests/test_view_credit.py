@@ -136,3 +136,23 @@ def test_what_cannot_be_read_or_written_is_one_line(tmp_path, capsys):
     assert "--last must be at least 1, got 0" in capsys.readouterr().err
     assert VIEW["main"]([str(run / "credit_samples.jsonl")]) == 0  # the file itself names its run
     assert (run / "credit_view.html").exists()
+
+
+@pytest.mark.parametrize("out", ["credit_samples.jsonl", "resolved_config.yaml", "../run/./credit_samples.jsonl",
+                                 "link"])
+def test_the_page_never_replaces_a_file_it_is_made_from(tmp_path, out):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "credit_samples.jsonl").write_text(json.dumps(GOOD) + "\n")
+    (run / "resolved_config.yaml").write_text("credit:\n  name: trace\n")
+    (run / "link").symlink_to(run / "credit_samples.jsonl")
+    before = {name: (run / name).read_bytes() for name in ("credit_samples.jsonl", "resolved_config.yaml")}
+    with pytest.raises(SystemExit, match=r"^view_credit: --out .* is the run's own (credit_samples.jsonl|"
+                                         r"resolved_config.yaml), which the page is made from; give another file$"):
+        VIEW["main"]([str(run / "credit_samples.jsonl"), "--out", str(run / out)])
+    assert {name: (run / name).read_bytes() for name in before} == before
+
+
+def test_a_run_folder_that_does_not_exist_is_named_as_such(tmp_path):
+    with pytest.raises(SystemExit, match=f"^view_credit: the run folder {tmp_path / 'nosuchrun'} does not exist$"):
+        VIEW["main"]([str(tmp_path / "nosuchrun")])

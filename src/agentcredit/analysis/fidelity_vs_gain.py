@@ -10,12 +10,16 @@ left out; their count is reported).
 
     python scripts/fidelity_vs_gain.py       # docs/results/fidelity_vs_gain.{png,json} from committed files only
 
-Reads only what `fidelity_path` and `comparison_folder` name; nothing is measured or trained here.
+Reads only what `fidelity_path` and `comparison_folder` name; nothing is measured or trained here. A fidelity
+that is not a finite number is refused (one line naming the file and the method); the chart's JSON and PNG are
+replaced together or not at all (`write_chart`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,13 +88,30 @@ def _round(x: float | None) -> float | None:
 
 
 def read_fidelity(path: Path) -> dict[str, dict]:
-    """method -> {"value", "lo", "hi"} of its within-rollout ρ; one ValueError line for a file without them."""
+    """method -> {"value", "lo", "hi"} of its within-rollout ρ; one ValueError line for a file without them, or
+    with one that is not a finite number (NaN, ±Infinity, 1e400: no point can be drawn or ranked there)."""
     try:
         methods = json.loads(Path(path).read_text())["methods"]
-        return {name: _interval(m[FIDELITY]["value"], m[FIDELITY]["lo"], m[FIDELITY]["hi"])
-                for name, m in methods.items()}
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        numbers = {name: {key: m[FIDELITY][key] for key in ("value", "lo", "hi")} for name, m in methods.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise ValueError(f"{path}: no within-rollout fidelity per method ({type(err).__name__}: {err})") from None
+    for name, interval in numbers.items():
+        for key, number in interval.items():
+            if not _finite_number(number):
+                arms = sorted(arm for arm, method in ARM_TO_FIDELITY_METHOD.items() if method == name)
+                used = f" (the fidelity of arm{'s' * (len(arms) > 1)} {', '.join(arms)})" if arms else ""
+                raise ValueError(f"{path}: method {name!r}{used}: {FIDELITY}.{key} is {number!r:.40}, "
+                                 "not a finite number")
+    return {name: _interval(i["value"], i["lo"], i["hi"]) for name, i in numbers.items()}
+
+
+def _finite_number(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer of hundreds of digits
+        return False
 
 
 def spearman_with_interval(x: list[float], y: list[float], level: float, n_boot: int, seed: int) -> dict:
@@ -134,7 +155,7 @@ def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settin
     x = [p["fidelity"]["value"] for p in plotted]
     y = [p["gain_points"]["value"] for p in plotted]
     compared_methods = {ARM_TO_FIDELITY_METHOD.get(a) for a in arms}
-    show = (lambda p: str(Path(p).resolve().relative_to(root.resolve()))) if root else str
+    show = (lambda p: shown_path(p, root)) if root else str
     records = any(r.outcomes is not None for r in runs)
     return {
         "fidelity_source": show(fidelity_path),
@@ -159,11 +180,42 @@ def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settin
     }
 
 
+def shown_path(path: Path, root: Path) -> str:
+    """`path` relative to `root` where it lies under it (the committed chart names its sources so), else as given."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def json_text(numbers: dict) -> str:
+    """The plotted numbers as JSON; ValueError rather than a NaN or Infinity, which JSON has no word for."""
+    return json.dumps(numbers, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
 def write_json(numbers: dict, path: Path) -> Path:
     from agentcredit.records import atomic_write_text
 
-    atomic_write_text(path, json.dumps(numbers, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json_text(numbers))
     return path
+
+
+def write_chart(numbers: dict, out: Path) -> tuple[Path, Path]:
+    """<out>.json and <out>.png, both drawn in memory first, written to temp siblings, then renamed one after the
+    other: a full disk or a failed drawing leaves the earlier pair as it was, never a new JSON beside an old PNG."""
+    from agentcredit.records import atomic_write_bytes
+
+    files = {out.with_suffix(".json"): json_text(numbers).encode("utf-8"), out.with_suffix(".png"): chart_png(numbers)}
+    staged = {}
+    try:
+        for path, data in files.items():
+            staged[path] = atomic_write_bytes(path.with_name(f".{path.name}.new.tmp"), data)
+        for path, temp in staged.items():
+            os.replace(temp, path)
+    finally:
+        for temp in staged.values():
+            temp.unlink(missing_ok=True)  # only those not renamed are still there
+    return tuple(files)
 
 
 def _arm_colours(numbers: dict) -> dict[str, tuple]:
@@ -197,18 +249,25 @@ def _panel(ax, points: list[dict], reference: str, reference_fidelity: dict | No
 
 
 def plot_chart(numbers: dict, path: Path) -> Path:
+    """The chart as `path` (a PNG; its folder made if missing), replaced whole."""
+    from agentcredit.records import atomic_write_bytes
+
+    png = chart_png(numbers)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, png)
+    return path
+
+
+def chart_png(numbers: dict) -> bytes:
     """The overall panel and one panel per hop count (where per-question outcomes exist), two to a row, one legend
     for all panels (an arm keeps its colour), the notes beneath; the PNG carries no software or date metadata, so
     the same numbers give the same bytes."""
     import io
-    import math
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from agentcredit.records import atomic_write_bytes
 
     hops = sorted(numbers["per_hop"], key=int)
     panels = 1 + len(hops)
@@ -243,11 +302,11 @@ def plot_chart(numbers: dict, path: Path) -> Path:
     fig.text(0.01, 0.05 / height, notes, fontsize=7, va="bottom")
     fig.tight_layout(rect=(0, (legend_h + notes_h) / height, 1, 1))
     png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, png.getvalue())
-    return path
+    try:
+        fig.savefig(png, format="png", dpi=110, metadata={"Software": None})
+    finally:
+        plt.close(fig)
+    return png.getvalue()
 
 
 def _wrap(line: str, width: int = 115) -> str:

@@ -16,6 +16,10 @@ many times the median `time/step_s` of the job's last 100 steps, or, for a job n
 the started jobs with the same parameters but the seed. Validations, held-out tests and start-ups are not
 counted (on the long preset about 10% more); step times are the machine's and its load's, so the figure is an
 estimate for this machine, not a promise.
+A damaged multirun.yaml is one RecordError line. A job whose own files cannot be read (a metrics.csv, resolved_config.yaml
+or .hydra/overrides.yaml that is not UTF-8, not YAML or not of the expected shape) is *unreadable*: one warning line
+names the file and what is wrong, and the job is left out of the totals (its row says so; a folder whose overrides
+cannot be read is matched by its name, else left out).
 """
 
 from __future__ import annotations
@@ -35,6 +39,41 @@ FINISHED_MARK = "test_summary.json"  # lit/run_folder.FINISHED_MARK (this module
 RECENT_STEPS = 100  # a job's step time: the median of its last this-many steps (rollouts lengthen as it learns)
 
 
+def _read_yaml(path: Path):
+    """The parsed YAML of `path`; one RecordError line naming the file and what is wrong."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as error:
+        raise RecordError(f"{path}: cannot be read ({error.strerror or type(error).__name__})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: cannot be read (not UTF-8 text)") from None
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError) as error:
+        # ValueError: a date YAML cannot build (2020-99-99); RecursionError: nesting deeper than the parser goes
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        raise RecordError(f"{path}: cannot be read (not YAML: {first})") from None
+
+
+def _a(value) -> str:
+    """'a list', 'an int': the type of a value read from a file, for a message."""
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _section(config: dict, dotted: str, path: Path) -> dict:
+    """config's section at a dotted key (`hydra.sweeper`) as a mapping, {} when absent or empty; one RecordError
+    line naming the key for any other type."""
+    value, keys = config, dotted.split(".")
+    for depth, key in enumerate(keys, start=1):
+        value = value.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise RecordError(f"{path}: {'.'.join(keys[:depth])} is {_a(value)}, not a mapping")
+    return value
+
+
 @dataclass
 class JobProgress:
     params: dict[str, str]  # the sweep parameters' values, e.g. {"seed": "0", "arm": "grpo_tuned"}
@@ -44,13 +83,18 @@ class JobProgress:
     finished: bool = False
     step_s: float | None = None  # its own median step time; None when it logged none
     estimated_step_s: float | None = None  # for a job not started: that of its started siblings
+    unreadable: str | None = None  # why one of its files cannot be read: the job is left out of the totals
 
     @property
     def state(self) -> str:
+        if self.unreadable:
+            return "unreadable"
         return "finished" if self.finished else "started" if self.steps_done else "not started"
 
     @property
     def hours_left(self) -> float | None:
+        if self.unreadable:
+            return None
         if self.finished:
             return 0.0
         per_step = self.step_s if self.step_s is not None else self.estimated_step_s
@@ -59,13 +103,10 @@ class JobProgress:
 
 def _sweep_config(sweep: Path) -> dict:
     path = sweep / "multirun.yaml"
-    try:
-        config = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
+    if not path.exists():
         raise RecordError(f"{path} is missing: is {sweep} a sweep's folder? Hydra writes it when the sweep starts "
-                          "(python train.py -m ..., or the same command with resume=true)") from None
-    except (OSError, yaml.YAMLError) as error:
-        raise RecordError(f"{path}: cannot be read ({str(error).splitlines()[0]})") from None
+                          "(python train.py -m ..., or the same command with resume=true)")
+    config = _read_yaml(path)
     if not isinstance(config, dict):
         raise RecordError(f"{path}: not a Hydra multirun.yaml")
     return config
@@ -76,10 +117,12 @@ def sweep_params(config: dict, where: Path) -> dict[str, list[str]]:
     (`seed=0,1,2`, in `hydra.overrides.task`, as Hydra's basic sweeper adds them), both read by Hydra's own
     override parser (comma lists, range(...), choice(...)); RecordError for a sweep that is not a list of values
     (an interval, say)."""
-    hydra = config.get("hydra") or {}
-    params = (hydra.get("sweeper") or {}).get("params") or {}
+    params = _section(config, "hydra.sweeper.params", where)
+    task = _section(config, "hydra.overrides", where).get("task") or []
+    if not isinstance(task, list):
+        raise RecordError(f"{where}: hydra.overrides.task is {_a(task)}, not a list of overrides")
     lists = _sweeps([f"{key}={value}" for key, value in params.items()], where, single_values=True)
-    lists.update(_sweeps((hydra.get("overrides") or {}).get("task") or [], where, single_values=False))
+    lists.update(_sweeps(task, where, single_values=False))
     return lists
 
 
@@ -113,14 +156,18 @@ def override_values(items) -> dict[str, str]:
 
 def _overrides(folder: Path) -> dict[str, str]:
     """The job's overrides: its .hydra/overrides.yaml, else its folder name (`<n>_key:value+key:value`, as
-    hydra.sweep.subdir writes it; a folder restore_sweep.py gave back holds no .hydra/)."""
+    hydra.sweep.subdir writes it; a folder restore_sweep.py gave back holds no .hydra/). RecordError (one line)
+    for an overrides.yaml that cannot be read or is not a list of overrides."""
     path = folder / ".hydra" / "overrides.yaml"
     if path.is_file():
-        try:
-            items = yaml.safe_load(path.read_text()) or []
-        except (OSError, yaml.YAMLError):
-            return {}
+        items = _read_yaml(path) or []
+        if not isinstance(items, list):
+            raise RecordError(f"{path}: {_a(items)}, not a list of overrides")
         return override_values(items)
+    return _name_overrides(folder)
+
+
+def _name_overrides(folder: Path) -> dict[str, str]:
     _, _, dirname = folder.name.partition("_")
     return override_values(item.replace(":", "=", 1) for item in dirname.split("+") if ":" in item)
 
@@ -129,16 +176,23 @@ def _is_job_folder(folder: Path) -> bool:
     return folder.is_dir() and any((folder / name).exists() for name in (".hydra", "metrics.csv", FINISHED_MARK))
 
 
-def _max_steps(config: dict | None) -> int | None:
-    steps = ((config or {}).get("trainer") or {}).get("max_steps")
+def _max_steps(config: dict, path: Path) -> int | None:
+    steps = _section(config, "trainer", path).get("max_steps")
     return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
 
 
 def _job_max_steps(folder: Path) -> int | None:
-    try:
-        return _max_steps(yaml.safe_load((folder / "resolved_config.yaml").read_text()))
-    except (OSError, yaml.YAMLError):
+    """The job's own trainer.max_steps; None without resolved_config.yaml (a restored job) or without the value.
+    RecordError (one line) for a file that cannot be read or is not a mapping."""
+    path = folder / "resolved_config.yaml"
+    if not path.exists():
         return None
+    config = _read_yaml(path)
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise RecordError(f"{path}: {_a(config)}, not a mapping")
+    return _max_steps(config, path)
 
 
 def _step_times(folder: Path, warn) -> list[float]:
@@ -154,23 +208,35 @@ def read_progress(sweep: str | Path, warn=print) -> list[JobProgress]:
     sweep = Path(sweep)
     config = _sweep_config(sweep)
     params = sweep_params(config, sweep / "multirun.yaml")
-    default_steps = _max_steps(config)
+    default_steps = _max_steps(config, sweep / "multirun.yaml")
     if default_steps is None:
         raise RecordError(f"{sweep / 'multirun.yaml'}: no trainer.max_steps")
     jobs = [JobProgress(dict(zip(params, values)), None, default_steps) for values in itertools.product(*params.values())]
     by_key = {tuple(job.params.items()): job for job in jobs}
     for folder in sorted(p for p in sweep.iterdir() if _is_job_folder(p)):
-        given = _overrides(folder)
+        try:
+            given, unreadable = _overrides(folder), None
+        except RecordError as error:
+            given, unreadable = _name_overrides(folder), str(error)
         job = by_key.get(tuple((key, given.get(key)) for key in params))
         if job is None:
-            warn(f"{folder.name}: its overrides match no job of {sweep / 'multirun.yaml'}; left out")
+            warn(f"{unreadable}; {folder.name} left out" if unreadable else
+                 f"{folder.name}: its overrides match no job of {sweep / 'multirun.yaml'}; left out")
             continue
-        times = _step_times(folder, warn)
-        job.folder, job.steps_done, job.finished = folder, len(times), (folder / FINISHED_MARK).exists()
-        job.max_steps = _job_max_steps(folder) or default_steps
+        job.folder, job.finished = folder, (folder / FINISHED_MARK).exists()
+        try:
+            if unreadable:
+                raise RecordError(unreadable)
+            times = _step_times(folder, warn)
+            job.max_steps = _job_max_steps(folder) or default_steps
+        except RecordError as error:
+            job.unreadable = str(error)
+            warn(f"{error}; {folder.name} left out of the totals")
+            continue
+        job.steps_done = len(times)
         job.step_s = statistics.median(times[-RECENT_STEPS:]) if times else None
     for job in jobs:
-        if job.step_s is None and not job.finished:
+        if job.step_s is None and not job.finished and not job.unreadable:
             siblings = [other.step_s for other in jobs if other.step_s is not None and all(
                 other.params[k] == v for k, v in job.params.items() if k != "seed")]
             job.estimated_step_s = statistics.median(siblings) if siblings else None
@@ -188,7 +254,7 @@ def launch_order(hours: list[float | None], started: list[bool]) -> list[int]:
 def hours_to_end(hours: list[float], order: list[int], parallel: int) -> float:
     """When the last job ends if `parallel` workers take the jobs in `order`, each worker the next one as soon as it
     is free (as joblib hands them out)."""
-    workers = [0.0] * max(parallel, 1)
+    workers = [0.0] * max(min(parallel, len(order)), 1)  # more workers than jobs: the rest stay idle
     for i in order:
         heapq.heapreplace(workers, workers[0] + hours[i])
     return max(workers)
@@ -203,14 +269,19 @@ def progress_lines(jobs: list[JobProgress], parallel: int = 2) -> list[str]:
         step_s = (f"{job.step_s:.1f}" if job.step_s is not None
                   else f"~{job.estimated_step_s:.1f}" if job.estimated_step_s is not None else "?")
         left = job.hours_left
-        lines.append("| " + " | ".join(job.params.values()) + f" | {job.state} | {job.steps_done}/{job.max_steps} | "
-                     f"{'–' if job.finished else step_s} | {'?' if left is None else f'{left:.2f}'} |")
-    counts = {state: sum(job.state == state for job in jobs) for state in ("finished", "started", "not started")}
+        done = "?" if job.unreadable else job.steps_done
+        lines.append("| " + " | ".join(job.params.values()) + f" | {job.state} | {done}/{job.max_steps} | "
+                     f"{'–' if job.finished and not job.unreadable else step_s} | "
+                     f"{'?' if left is None else f'{left:.2f}'} |")
+    counts = {state: sum(job.state == state for job in jobs) for state in ("finished", "started", "not started",
+                                                                           "unreadable")}
     known = [job.hours_left for job in jobs if job.hours_left is not None]
     unknown = len(jobs) - len(known)
     total = sum(known)
     lines += ["", f"{len(jobs)} jobs: {counts['finished']} finished, {counts['started']} started, "
-              f"{counts['not started']} not started. About {total:.1f} job-hours of training steps left "
+              f"{counts['not started']} not started"
+              + (f", {counts['unreadable']} unreadable (see the warnings)" if counts["unreadable"] else "")
+              + f". About {total:.1f} job-hours of training steps left "
               f"(about {total / parallel:.1f} hours {parallel} at a time)"
               + (f"; {unknown} job{'s' * (unknown > 1)} without a measured step time ('?') not counted" if unknown else "")
               + ". ~: the median of the started jobs of the same parameters but the seed. Validations, tests and "

@@ -6,7 +6,8 @@
 One line per job of the sweep (the product of its sweeper parameters in multirun.yaml): finished, started (steps
 logged of max_steps, its median step time over its last 100 steps) or not started (the step time of its started
 siblings, marked ~), and the job-hours of training steps it has left; then the totals. What is counted and what is
-not: agentcredit/analysis/sweep_progress.py. Reads only; a sweep folder restored from committed summaries
+not: agentcredit/analysis/sweep_progress.py. A job whose own files cannot be read is marked unreadable, named in
+one warning line and left out of the totals. Reads only; a sweep folder restored from committed summaries
 (restore_sweep.py) and carried checkpoints (carry.py load) counts as the sweep itself.
 """
 
@@ -19,14 +20,19 @@ from pathlib import Path
 from agentcredit.analysis.sweep_progress import progress_lines, read_progress
 from agentcredit.records import RecordError
 
+MAX_PARALLEL = 1000  # far more jobs at a time than any machine here runs; beyond it a typo, not a plan
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep", type=Path, help="a sweep folder (hydra.sweep.dir), e.g. outputs/multirun/<name>")
-    parser.add_argument("--parallel", type=int, default=2, help="jobs run at a time, for the wall-clock figure")
+    parser.add_argument("--parallel", type=int, default=2,
+                        help=f"jobs run at a time, for the wall-clock figure (1 to {MAX_PARALLEL})")
     args = parser.parse_args(argv)
     if args.parallel < 1:
         parser.error(f"--parallel {args.parallel} must be at least 1")
+    if args.parallel > MAX_PARALLEL:
+        parser.error(f"--parallel {args.parallel} must be at most {MAX_PARALLEL}")
     if not args.sweep.is_dir():
         parser.error(f"{args.sweep} is not a folder")
 

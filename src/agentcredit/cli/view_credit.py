@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import sys
 from pathlib import Path
 
@@ -226,6 +227,17 @@ def run_title(run: Path) -> tuple[str, str | None]:
     return f"credit={_scalar(credit.get('name', '?'))}{judge} · seed {_scalar(config.get('seed'))} · {run.name}", None
 
 
+INPUTS = ("credit_samples.jsonl", "resolved_config.yaml")  # what the page is made from: never its output
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links, `..` or another spelling of the path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare where they would be
+        return a.resolve() == b.resolve()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a run folder holding credit_samples.jsonl")
@@ -235,11 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")
     run = args.run.parent if args.run.is_file() else args.run  # credit_samples.jsonl itself also works
+    if not run.exists():
+        raise SystemExit(f"view_credit: the run folder {run} does not exist")
     out = args.out or run / "credit_view.html"
     try:
         check_output_path(out)  # before anything is read: a folder named as the page is one line
     except ValueError as error:
         raise SystemExit(f"view_credit: {error}") from None
+    for name in INPUTS:
+        if _same_file(out, run / name):
+            raise SystemExit(f"view_credit: --out {out} is the run's own {name}, which the page is made from; "
+                             "give another file")
     records, notes = load_records(run)
     if args.last:
         keep = sorted({r["step"] for r in records})[-args.last :]
