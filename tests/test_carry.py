@@ -250,3 +250,126 @@ def test_a_full_disk_during_save_is_one_line_and_the_earlier_carry_stays_whole(s
     assert after == before  # the step-5 carry, whole; the half-built step-9 copy never replaced it
     assert [o.what for o in carry.save(sweep, box)] == ["saved", "unchanged"]  # the next save finishes the job
     assert sorted(p.name for p in (box).iterdir()) == ["0_arm=trace_seed=0", "mc"]
+
+
+# ---------------------------------------------------------------- a full disk, a damaged job there, a wrong folder
+
+def test_a_full_disk_during_save_removes_its_half_built_copy_and_says_nothing_changed(sweep, tmp_path, monkeypatch):
+    import errno
+
+    box = tmp_path / "carry"
+    real_copy = shutil.copyfile
+
+    def fills_the_disk(src, dst):
+        if Path(dst).name == "last.ckpt":
+            raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(dst))
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(shutil, "copyfile", fills_the_disk)
+    with pytest.raises(SystemExit) as stop:
+        carry_cli(["save", str(sweep), str(box)])
+    target = box / "0_arm=trace_seed=0"
+    assert str(stop.value) == ("carry save: stopped: [Errno 28] No space left on device while carrying "
+                               f"0_arm=trace_seed=0 (nothing changed in {target})")
+    assert list(box.iterdir()) == []  # no `.….building.tmp` folder to be committed
+
+
+def test_a_failed_swap_puts_the_previous_carry_back(sweep, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    before = {p.relative_to(box): p.read_bytes() for p in box.rglob("*") if p.is_file()}
+    checkpoint(sweep / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt", 9)
+    real_replace = os.replace
+
+    def refuses_the_new_copy(src, dst):
+        if str(src).endswith(".building.tmp"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuses_the_new_copy)
+    with pytest.raises(OSError, match="nothing changed in"):
+        carry.save(sweep, box)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert {p.relative_to(box): p.read_bytes() for p in box.rglob("*") if p.is_file()} == before
+
+
+def damaged_job_ahead(folder: Path, logged_to: int, periodic: int | None = None) -> Path:
+    """A job whose own last.ckpt is cut short and whose metrics.csv holds rows 0..logged_to-1."""
+    job(folder, step=logged_to)
+    last = folder / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:100])
+    if periodic is not None:
+        checkpoint(folder / "checkpoints" / f"step{periodic:06d}.ckpt", periodic)
+    return folder
+
+
+def test_load_leaves_a_job_whose_own_last_ckpt_is_damaged_but_whose_logs_are_ahead_alone(sweep, tmp_path, capsys):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)  # 0_arm=trace_seed=0 carried at step 5
+    there = tmp_path / "there"
+    own = damaged_job_ahead(there / "0_arm=trace_seed=0", logged_to=9)
+    before = {p: p.read_bytes() for p in own.rglob("*") if p.is_file()}
+    assert carry_cli(["load", str(box), str(there)]) == 1
+    out, err = capsys.readouterr()
+    warnings = err.strip().splitlines()
+    assert warnings == [f"[carry] warning: {own / 'checkpoints' / 'last.ckpt'} is damaged and that job's logs reach "
+                        "step 9 > carried step 5; left alone (to take the carried step instead, remove its folder "
+                        "and load again)"]
+    assert "[carry] 0_arm=trace_seed=0 (step 5): left out" in out.splitlines()
+    assert {p: p.read_bytes() for p in own.rglob("*") if p.is_file()} == before  # no row of steps 5-8 lost
+
+
+def test_a_periodic_checkpoint_past_the_carried_step_counts_as_ahead_too(sweep, tmp_path):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    there = tmp_path / "there"
+    damaged_job_ahead(there / "0_arm=trace_seed=0", logged_to=3, periodic=8)  # metrics.csv behind, step000008 ahead
+    warnings = []
+    outcomes = {o.job: o for o in carry.load(box, there, warn=warnings.append)}
+    assert outcomes["0_arm=trace_seed=0"].what == "left out"
+    assert len(warnings) == 1 and "logs reach step 8 > carried step 5" in warnings[0]
+
+
+def test_load_replaces_a_damaged_last_ckpt_that_is_not_ahead_and_says_so(sweep, tmp_path, capsys):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    there = tmp_path / "there"
+    damaged_job_ahead(there / "0_arm=trace_seed=0", logged_to=5)  # rows 0-4: a checkpoint at 5 holds them all
+    assert carry_cli(["load", str(box), str(there)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "[carry] 0_arm=trace_seed=0 (step 5): loaded: its own damaged last.ckpt replaced" in out
+    assert carry.checkpoint_step(there / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt") == 5
+
+
+HYDRA_RECORD = "hydra:\n  run:\n    dir: outputs/runs/x\n  mode: {mode}\n  job:\n    num: 0\n"
+
+
+def test_load_from_the_folder_above_a_carry_folder_is_one_line_naming_the_one_to_load(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    for name in ("0_arm:trace+seed:0", "1_arm:grpo+seed:0"):
+        job(sweep / name, step=4)
+        (sweep / name / ".hydra").mkdir()
+        (sweep / name / ".hydra" / "hydra.yaml").write_text(HYDRA_RECORD.format(mode="MULTIRUN"))
+    above = tmp_path / "results" / "carry"
+    carry.save(sweep, above / "compare_x")
+    with pytest.raises(SystemExit) as stop:
+        carry_cli(["load", str(above), str(tmp_path / "fresh")])
+    assert str(stop.value) == (f"carry load: {above} holds no carried job: {above / 'compare_x'} does (a sweep's "
+                               f"jobs sit directly in its folder); load from {above / 'compare_x'}")
+    assert not (tmp_path / "fresh").exists()
+    assert carry_cli(["load", str(above / "compare_x"), str(tmp_path / "fresh")]) == 0
+    assert sorted(p.name for p in (tmp_path / "fresh").iterdir()) == ["0_arm:trace+seed:0", "1_arm:grpo+seed:0"]
+
+
+def test_a_tuning_sweeps_nested_jobs_still_load(tmp_path):
+    # a tuning job runs with hydra.run.dir=<sweep>/<arm>/<point>_seed<N> (mode RUN): nested by design
+    sweep = tmp_path / "tuning"
+    job(sweep / "mc" / "M@2_seed11", step=3)
+    (sweep / "mc" / "M@2_seed11" / ".hydra").mkdir()
+    (sweep / "mc" / "M@2_seed11" / ".hydra" / "hydra.yaml").write_text(HYDRA_RECORD.format(mode="RUN"))
+    carry.save(sweep, tmp_path / "carry")
+    outcomes = carry.load(tmp_path / "carry", tmp_path / "fresh")
+    assert [(o.job, o.what) for o in outcomes] == [("mc/M@2_seed11", "loaded")]

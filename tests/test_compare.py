@@ -27,15 +27,16 @@ def test_statistics_by_hand():
     diff = paired(prover, grpo, "test_accuracy")
     assert diff["mean"] == pytest.approx(0.05) and diff["ci"] == pytest.approx(0.124207, abs=1e-6)
     assert (diff["wins"], diff["ties"], diff["n"]) == (2, 1, 3)
-    # 80% power at α = 0.05: (t_0.975 + t_0.80 at 2 df) · sd / √n = (4.302653 + 1.060660) · 0.05 / √3 = 0.154826
-    assert diff["detectable"] == pytest.approx(0.154826, abs=1e-6)
+    # 80% power at α = 0.05 with 3 pairs: effect size d = 3.264044 (the noncentral t at 2 df; the normal-shift
+    # shortcut (4.302653 + 1.060660) / √3 = 3.096510 is 5% lower), times sd 0.05 = 0.163202
+    assert diff["detectable"] == pytest.approx(0.163202, abs=1e-6)
     metrics = run_metrics(prover[0])
     assert metrics["reward_auc"] == pytest.approx(0.3) and metrics["extra_token_overhead"] == pytest.approx(0.2)
     report = markdown_report(grpo + prover)
     # no budget_grpo: the reference is grpo. Paired t p = 0.225403 (t = √3 on 2 df, tests/test_comparison_stats.py),
     # sign test 2 of 2 nonzero = 0.5; one arm, so Holm leaves p as it is; +5 points is outside ±2: inconclusive
     assert "| prover | 3 | 25.0 ± " in report and "Verdicts against grpo" in report
-    assert "| 2/3 (0.5) | 0.225 | 0.225 | 0.796 | 15.5 | 0.100 ± 0.000 | inconclusive |" in report
+    assert "| 2/3, 1 tied (0.5) | 0.225 | 0.225 | 0.796 | 16.3 | 0.100 ± 0.000 | inconclusive |" in report
 
 
 def test_the_critic_fit_table_by_hand():
@@ -205,3 +206,276 @@ def test_detectable_difference_by_hand():
         power = stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
         assert power == pytest.approx(0.8, abs=1e-6)
     assert detectable_difference(1.0, 1) is None
+
+
+# ------------------------------------------------------------------ runs there in part, repeats, outputs
+
+VAL_ROWS = "step,train/reward,val/accuracy\n0,0.5,\n1,0.7,0.5\n2,0.6,\n3,0.8,1.0\n"  # validations after steps 2 and 4
+
+
+def _write_val_outcomes(run, *steps):
+    from agentcredit.records.outcomes import write_outcomes
+
+    for step in steps:
+        (run / "val_outcomes").mkdir(exist_ok=True)
+        write_outcomes(run / "val_outcomes" / f"step{step:06d}.jsonl",
+                       [{"id": "v1", "success": 1.0, "tool_calls": 1.0, "tokens": 5.0}])
+
+
+def _no_metrics(sweep):
+    (_write_run(sweep, "b", summary='{"test/accuracy": 0.4, "arm": "grpo", "seed": 1}') / "metrics.csv").unlink()
+    return f"{sweep / 'b' / 'metrics.csv'}: missing (test_summary.json is there"
+
+
+def _no_arm_or_seed(sweep):
+    _write_run(sweep, "b", summary='{"test/accuracy": 0.4}', config=None)  # a restored folder holds no config
+    return f"{sweep / 'b'}: no arm and no seed (test_summary.json names none and there is no resolved_config.yaml)"
+
+
+def _a_seed_twice(sweep):
+    _write_run(sweep, "b", summary='{"test/accuracy": 0.4, "arm": "grpo", "seed": 0}')
+    return f"{sweep / 'b'} left out: grpo seed 0 a second time in the same folder; {sweep / 'a_good'} counts"
+
+
+def _a_validation_missing(sweep):
+    _write_val_outcomes(_write_run(sweep, "b", metrics=VAL_ROWS, summary='{"test/accuracy": 0.4, "arm": "trace", '
+                                   '"seed": 0}'), 2)
+    return "b left out: val_outcomes holds the outcomes of 1 validation where metrics.csv logged 2; missing step000004.jsonl"
+
+
+IN_PART = {"no metrics.csv": _no_metrics, "no arm or seed": _no_arm_or_seed, "a seed twice": _a_seed_twice,
+           "a validation's file missing": _a_validation_missing}
+
+
+@pytest.mark.parametrize("case", IN_PART)
+def test_a_run_there_in_part_or_twice_is_named_under_the_report(tmp_path, capsys, case):
+    main = compare_main()
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+    warning = IN_PART[case](sweep)
+    assert main([str(sweep), "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("[compare] warning: ") and warning in err
+    report = (sweep / "compare.md").read_text()
+    assert "| grpo | 1 | 50.0 |" in report and warning in report.split("Left out of this comparison")[1]
+    assert out.rstrip().endswith(f"1 runs (1 left out); wrote {sweep / 'compare.md'} and {sweep / 'learning_curves.png'}")
+
+
+def test_a_run_with_every_validation_file_is_kept(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+    _write_val_outcomes(_write_run(sweep, "b", metrics=VAL_ROWS, summary='{"test/accuracy": 0.4, "arm": "trace", '
+                                   '"seed": 0}'), 2, 4)
+    assert compare_main()([str(sweep), "--bootstrap", "200"]) == 0
+    assert capsys.readouterr().err == "" and "| trace | 1 |" in (sweep / "compare.md").read_text()
+
+
+def test_a_seed_in_two_folders_counts_once_and_the_later_is_named(tmp_path, capsys):
+    first, later = tmp_path / "first", tmp_path / "later"
+    _write_run(first, "a_good")
+    _write_run(later, "x", summary='{"test/accuracy": 0.9, "arm": "grpo", "seed": 0}')
+    assert compare_main()([str(first), str(later), "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    line = f"{later / 'x'} left out: grpo seed 0 again; {first / 'a_good'}, of a folder named earlier, counts"
+    assert err == f"[compare] warning: {line}\n" and f"- {line}\n" in (first / "compare.md").read_text()
+    assert "| grpo | 1 | 50.0 |" in (first / "compare.md").read_text() and "1 runs (1 left out)" in out
+
+
+def test_refreshing_an_export_from_its_sweep_reads_each_job_once_and_leaves_none_out(tmp_path, capsys):
+    sweep, export = tmp_path / "sweep", tmp_path / "export"
+    _write_run(sweep, "a_good")
+    _write_run(sweep, "b", summary='{"test/accuracy": 0.4, "arm": "trace", "seed": 0}')
+    assert compare_main()([str(sweep), "--export", str(export), "--bootstrap", "200"]) == 0
+    capsys.readouterr()
+    # docs/tuning.md's refresh: the sweep, then its export; the export's runs are the same jobs, not second seeds
+    assert compare_main()([str(sweep), str(export), "--export", str(export), "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "Left out" not in (export / "compare.md").read_text()
+    assert f"[compare] 2 of the runs in {export} are jobs read from a folder named earlier (the same job " in out
+    assert out.rstrip().endswith(f"2 runs; wrote {export / 'compare.md'} and {export / 'learning_curves.png'}")
+
+
+def test_an_export_without_its_steps_file_is_named_as_such(tmp_path, capsys):
+    from agentcredit.analysis.comparison import export_runs
+
+    export = tmp_path / "export"
+    export_runs([_run("grpo", 0, 0.5, [0.1, 0.2]), _run("trace", 0, 0.4, [0.1, 0.2])], export)
+    (export / "trace_seed0.steps.csv").unlink()
+    assert compare_main()([str(export), "--bootstrap", "200"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"[compare] warning: {export / 'trace_seed0.summary.json'} left out: "
+                   f"{export / 'trace_seed0.steps.csv'}: missing (the exported run's training log)\n")
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_refresh_keeps_the_files_of_runs_left_out_and_drops_only_stale_ones(tmp_path, capsys):
+    from agentcredit.analysis.comparison import export_runs
+
+    export = tmp_path / "export"
+    export_runs([_run("grpo", 0, 0.5, [0.1, 0.2]), _run("trace", 0, 0.4, [0.1, 0.2])], export)
+    (export / "trace_seed0.steps.csv").write_text("step,train/reward\n0,0.1\n1,0.")  # cut short by a kill
+    for suffix in (".summary.json", ".steps.csv"):  # the same run twice: an older export's numbered repeat
+        (export / f"grpo_seed0_1{suffix}").write_bytes((export / f"grpo_seed0{suffix}").read_bytes())
+    (export / "gone_seed3.steps.csv").write_text("step,train/reward\n0,0.1\n")  # its summary is gone: no run
+    left_out = {p: b for p, b in _snapshot(export).items() if p.name.startswith(("trace_seed0", "grpo_seed0_1"))}
+    assert compare_main()([str(export), "--export", str(export), "--bootstrap", "200"]) == 0
+    err = capsys.readouterr().err
+    for stem in ("grpo_seed0_1", "trace_seed0"):
+        assert f"[compare] kept: {export / stem}.* (that run was left out this time" in err
+    after = _snapshot(export)
+    assert all(after.get(p) == b for p, b in left_out.items())  # byte for byte
+    assert not (export / "gone_seed3.steps.csv").exists() and (export / "grpo_seed0.summary.json").exists()
+    report = (export / "compare.md").read_text()
+    assert "grpo_seed0_1.summary.json left out: grpo seed 0 a second time in the same folder" in report
+
+
+def test_a_reference_no_run_has_is_one_line_before_anything_is_written(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+    _write_run(sweep, "b", summary='{"test/accuracy": 0.4, "arm": "trace", "seed": 0}')
+    with pytest.raises(SystemExit) as stop:
+        compare_main()([str(sweep), "--reference", "tracee", "--export", str(tmp_path / "export")])
+    assert str(stop.value) == "compare: --reference tracee: no run of that arm; the runs' arms are grpo, trace"
+    assert not (sweep / "compare.md").exists() and not (tmp_path / "export").exists()
+
+
+def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(tmp_path, capsys, monkeypatch):
+    import errno
+    import tempfile
+
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+    _write_run(sweep, "b_bad", metrics="")  # read, it would warn: nothing is read
+    real = tempfile.mkstemp
+
+    def read_only(*args, dir=None, **kwargs):
+        if str(dir).startswith(str(tmp_path / "ro")):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    (tmp_path / "ro").mkdir()
+    for option, path in (("--out", "ro"), ("--out", "ro/sub/deeper"), ("--export", "ro/export")):
+        with pytest.raises(SystemExit) as stop:
+            compare_main()([str(sweep), option, str(tmp_path / path)])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and f"cannot write into {tmp_path / 'ro'} (Read-only file system)" in err
+        assert "[compare]" not in err and "Traceback" not in err
+    assert list((tmp_path / "ro").iterdir()) == [] and not (sweep / "compare.md").exists()
+
+
+def test_a_full_disk_leaves_the_older_report_and_picture_as_they_were(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import agentcredit.cli.compare as cli_compare
+
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+    (sweep / "compare.md").write_text("older report")
+    (sweep / "learning_curves.png").write_bytes(b"older picture")
+
+    def full(runs, path, window=5):
+        path.write_bytes(b"half a pic")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cli_compare, "plot_learning_curves", full)
+    with pytest.raises(SystemExit) as stop:
+        compare_main()([str(sweep), "--bootstrap", "200"])
+    assert str(stop.value) == (f"compare: stopped writing into {sweep}: [Errno 28] No space left on device; its "
+                               "compare.md and learning_curves.png are as they were")
+    assert (sweep / "compare.md").read_text() == "older report"
+    assert (sweep / "learning_curves.png").read_bytes() == b"older picture"
+    assert sorted(p.name for p in sweep.iterdir()) == ["a_good", "compare.md", "learning_curves.png"]  # no temp file
+    # a new --out that could not be filled is not left behind either
+    with pytest.raises(SystemExit):
+        compare_main()([str(sweep), "--out", str(tmp_path / "new" / "report"), "--bootstrap", "200"])
+    assert not (tmp_path / "new").exists()
+
+
+def _without_traceback(main, argv):
+    try:
+        return main(argv)
+    except KeyboardInterrupt:  # raised on, it would stop the test session itself
+        pytest.fail("Ctrl-C came out of compare as a KeyboardInterrupt traceback")
+
+
+@pytest.mark.parametrize("stop", ["full disk", "Ctrl-C"])
+def test_an_export_stopped_half_way_removes_what_it_made_and_reruns(tmp_path, capsys, monkeypatch, stop):
+    import errno
+
+    import agentcredit.analysis.comparison_runs as comparison_runs
+
+    sweep, export = tmp_path / "sweep", tmp_path / "export"
+    _write_run(sweep, "a_good")
+    _write_run(sweep, "b", summary='{"test/accuracy": 0.4, "arm": "trace", "seed": 0}')
+    real, calls = comparison_runs.atomic_write_text, []
+
+    def fails_on_the_third_file(path, text):
+        calls.append(path)
+        if len(calls) == 3:  # the first run's two files are in place
+            raise KeyboardInterrupt if stop == "Ctrl-C" else OSError(errno.ENOSPC, "No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(comparison_runs, "atomic_write_text", fails_on_the_third_file)
+    if stop == "Ctrl-C":
+        assert _without_traceback(compare_main(), [str(sweep), "--export", str(export), "--bootstrap", "200"]) == 130
+        assert capsys.readouterr().err == "compare: interrupted; nothing was left half-written\n"
+    else:
+        with pytest.raises(SystemExit) as stopped:
+            compare_main()([str(sweep), "--export", str(export), "--bootstrap", "200"])
+        assert str(stopped.value) == (f"compare: export to {export} stopped: [Errno 28] No space left on device; "
+                                      "the files it had made are removed")
+    assert not export.exists() and not (sweep / "compare.md").exists()
+    monkeypatch.setattr(comparison_runs, "atomic_write_text", real)
+    assert compare_main()([str(sweep), "--export", str(export), "--bootstrap", "200"]) == 0  # the rerun works
+    assert sorted(p.name for p in export.glob("*.summary.json")) == ["grpo_seed0.summary.json", "trace_seed0.summary.json"]
+
+
+def test_ctrl_c_while_comparing_is_one_line_and_status_130(tmp_path, capsys, monkeypatch):
+    import agentcredit.cli.compare as cli_compare
+
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_compare, "markdown_report", interrupted)
+    assert _without_traceback(compare_main(), [str(sweep)]) == 130
+    assert capsys.readouterr().err == "compare: interrupted; nothing was left half-written\n"
+    assert sorted(p.name for p in sweep.iterdir()) == ["a_good"]
+
+
+def test_a_folder_name_that_is_not_utf8_is_printed_and_reported(tmp_path, capsys):
+    import os
+
+    sweep = tmp_path / os.fsdecode(b"sweep\xff")
+    try:
+        sweep.mkdir()
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system takes no such name")
+    _write_run(sweep, "a_good")
+    _write_run(sweep, "b_bad", metrics="")
+    assert compare_main()([str(sweep), "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert f"[compare] warning: {tmp_path}/sweep\\xff/b_bad left out: cut short" in err
+    assert f"- {tmp_path}/sweep\\xff/b_bad left out" in (sweep / "compare.md").read_text()
+    assert out.rstrip().endswith(f"wrote {tmp_path}/sweep\\xff/compare.md and {tmp_path}/sweep\\xff/learning_curves.png")
+
+
+def test_a_job_folder_name_that_is_not_utf8_is_compared_but_not_exported(tmp_path, capsys):
+    import os
+
+    sweep, export = tmp_path / "sweep", tmp_path / "export"
+    try:
+        _write_run(sweep, os.fsdecode(b"job\xff"))
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system takes no such name")
+    with pytest.raises(SystemExit) as stop:  # its summary would name a job folder no reader takes back
+        compare_main()([str(sweep), "--export", str(export), "--bootstrap", "200"])
+    assert str(stop.value).startswith(f"compare: export to {export} refused: job folder name 'job\\udcff' is not")
+    assert not export.exists()
+    assert compare_main()([str(sweep), "--bootstrap", "200"]) == 0 and "| grpo | 1 |" in (sweep / "compare.md").read_text()

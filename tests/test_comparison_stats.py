@@ -309,3 +309,42 @@ def test_the_verdicts_in_words_list_every_arm_once_under_its_verdict():
         "equivalence shown): i. Per hop count: no arm is shown better, worse or equivalent at any hop count.")
     assert verdict_summary({None: [c("i", 1.0, None, "inconclusive")]}, "ref", 2.0)[1].endswith(": i.")  # no hop counts
     assert verdict_summary({}, "ref", 2.0) == []
+
+
+def test_a_run_whose_test_questions_are_not_the_others_is_left_out_with_the_reason(tmp_path, capsys):
+    import runpy
+
+    from agentcredit.analysis.comparison_runs import unmatched_questions
+    from tiny_runs import ROOT
+
+    runs = [_run(arm, seed, {4: 0.5, 5: 0.25}) for arm in ("budget_grpo", "trace") for seed in (0, 1)]  # 40 questions
+    runs.append(_run("grpo", 0, {4: 0.5}))  # 20 of them: a records file cut short at a line end
+    other = _run("grpo", 1, {4: 0.5, 5: 0.25})
+    other.outcomes[:3] = [o.model_copy(update={"id": f"other-{o.id}"}) for o in other.outcomes[:3]]
+    runs.append(other)
+    for run in runs:
+        run.source = tmp_path / run.name
+    kept, left_out = unmatched_questions(runs)
+    assert kept == runs[:4] and left_out == [
+        f"{tmp_path / 'grpo0'} left out: its test outcomes hold 20 of the 40 questions that 4 other runs all answered; "
+        "verdicts pair runs question by question, so it would shrink every comparison it is in",
+        f"{tmp_path / 'grpo1'} left out: its test outcomes hold 40 questions, 3 of them not among the 40 that 4 other "
+        "runs all answered (another test split?); verdicts pair runs question by question, so it would unpair every "
+        "comparison it is in"]
+    assert unmatched_questions(runs[:4]) == (runs[:4], [])
+    bare = Run("bare", "grpo", 0, {"test/accuracy": 0.5}, {0: {"train/reward": 0.3}})  # no records: seeds alone
+    assert unmatched_questions([*runs[:4], bare]) == ([*runs[:4], bare], [])
+
+    # Through the command: each named on stderr and under the report, the count line right, every verdict over
+    # the 40 questions that all compared runs answered
+    export_runs(runs, tmp_path / "export")
+    main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
+    assert main([str(tmp_path / "export"), "--out", str(tmp_path / "report"), "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 2 and "grpo_seed0.summary.json left out: its test outcomes hold 20 of the 40" in err
+    report = (tmp_path / "report" / "compare.md").read_text()
+    left = report.split("Left out of this comparison")[1]
+    assert "grpo_seed0.summary.json left out: its test outcomes hold 20 of" in left
+    assert "grpo_seed1.summary.json left out: its test outcomes hold 40 questions, 3 of them not among" in left
+    assert "| trace | " in report and "| 2 seeds × 40 questions | " in report and "| grpo |" not in report
+    assert "4 runs (2 left out)" in out

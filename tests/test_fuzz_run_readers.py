@@ -377,12 +377,17 @@ def test_export_into_an_older_export_is_refused_and_a_refresh_drops_its_stale_fi
     assert stop.value.code == 2 and "is not empty; give a new or empty folder" in capsys.readouterr().err
     assert _written(old) == before  # checked before any work: nothing written
 
-    # Refreshing an export in place (it is one of the folders read): what it held is read, then rewritten;
-    # a stale file of a run left out (here: cut short, no test result) is removed, not mixed in later.
+    # Refreshing an export in place (it is one of the folders read): what it held is read, then rewritten.
+    # A run left out this time (here: cut short, no test result: in an export only damage does that) keeps its
+    # files, with one line saying so: a refresh never deletes what it could not read.
     _write_export(old, "trace_seed9", json.dumps({"name": "job_t", "arm": "trace", "seed": 9, "test": {}}).encode())
+    capsys.readouterr()
     assert script_main("compare.py")([str(sweep), str(old), "--export", str(old)]) == 0
-    assert sorted(p.name for p in old.glob("*.summary.json")) == ["grpo_seed0.summary.json", "prover_seed3.summary.json"]
-    assert not (old / "trace_seed9.steps.csv").exists()
+    assert sorted(p.name for p in old.glob("*.summary.json")) == [
+        "grpo_seed0.summary.json", "prover_seed3.summary.json", "trace_seed9.summary.json"]
+    assert (old / "trace_seed9.steps.csv").exists()
+    printed = capsys.readouterr()
+    assert "kept: " in printed.out + printed.err
 
 
 def test_an_output_path_that_is_a_file_is_one_line_before_any_work(tmp_path, capsys):

@@ -77,6 +77,21 @@ def test_atomic_write_leaves_the_old_file_whole_when_the_write_fails(tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # no temp file left
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077, 0o002])
+def test_an_atomic_write_gives_the_permissions_a_plain_open_would(tmp_path, umask):
+    import stat
+
+    old = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "atomic.md", "x\n")
+        (tmp_path / "plain.md").write_text("x\n")
+        atomic_write_text(tmp_path / "plain.md", "y\n")  # a replaced file too, not only a new one
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "atomic.md").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "plain.md").stat().st_mode) == 0o666 & ~umask
+
+
 @pytest.mark.parametrize("name", ["", ".", "..", "../../x", "/abs", "a/b", "a\\b", "a\0b", "\ud800", "x" * 300, None, 3])
 def test_safe_name_refuses_what_cannot_be_one_path_component(name):
     with pytest.raises(ValueError):

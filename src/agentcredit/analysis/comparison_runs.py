@@ -9,7 +9,10 @@ per-question test outcomes (``test_outcomes.jsonl``, exported as ``<job>.test_ou
 exported as ``<job>.val_outcomes/step<NNNNNN>.jsonl``: the held-out learning curve, paired question by question
 across steps and arms) travel with it where the run wrote them. Every file
 is read against its schema in ``agentcredit.records.run``: a damaged run is left out of a comparison with
-one line naming the file (and line), never averaged in and never a traceback.
+one line naming the file (and line), never averaged in and never a traceback. So is a run that is there in
+part (a finished run folder without its metrics.csv, an export without its .steps.csv, a validation's outcomes
+missing, no arm or seed anywhere), a second run of one arm and seed (``first_of_each``) and a run whose test
+questions are not the other runs' (``unmatched_questions``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +49,7 @@ class Run:
     steps: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> metric -> value
     outcomes: list[OutcomeRecord] | None = None  # one per test question; None: the run kept none
     val_outcomes: dict[int, list[OutcomeRecord]] = field(default_factory=dict)  # step -> one per val question
+    source: Path | None = None  # the run folder or exported summary it was read from: what a warning names
 
     def series(self, key: str) -> list[tuple[int, float]]:
         return [(s, row[key]) for s, row in sorted(self.steps.items()) if key in row]
@@ -76,6 +82,9 @@ def _read_outcomes(path: Path) -> list[OutcomeRecord] | None:
 
 
 def read_run_folder(run: Path) -> Run:
+    if not (run / "metrics.csv").is_file():  # found by its test_summary.json
+        raise UnreadableRun(f"{run / 'metrics.csv'}: missing (test_summary.json is there: a finished run without "
+                            "its training log)")
     try:
         config = read_run_config(run / "resolved_config.yaml") if (run / "resolved_config.yaml").exists() else None
         steps = _read_steps(run / "metrics.csv")
@@ -91,13 +100,20 @@ def read_run_folder(run: Path) -> Run:
     for row in steps.values():
         for key in [k for k in row if k.startswith("test/")]:
             del row[key]
-    arm = summary.arm or (config.arm_name() if config else "unknown")
+    arm = summary.arm or (config.arm_name() if config else None)
+    seed = summary.seed if summary.seed is not None else (config.seed if config else None)
+    unnamed = [what for what, value in (("arm", arm), ("seed", seed)) if value is None]
+    if unnamed and "test/accuracy" in test:  # (a run without a test result is left out as cut short)
+        # Counted as arm "unknown", seed 0, it would be paired with seed 0 of the reference as if it were one.
+        names = "test_summary.json names none" if summary_path.exists() else "there is no test_summary.json"
+        raise UnreadableRun(f"{run}: no {' and no '.join(unnamed)} ({names} and there is no resolved_config.yaml)")
+    arm = arm or "unknown"
     try:
         safe_name(arm, "arm")  # it names the run's exported files
     except ValueError as error:
         raise UnreadableRun(f"{run / 'resolved_config.yaml'}: {error}") from None
-    seed = summary.seed if summary.seed is not None else (config.seed if config else 0)
-    return Run(run.name, arm, seed, test, {s: r for s, r in steps.items() if r}, outcomes, val_outcomes)
+    return Run(run.name, arm, 0 if seed is None else seed, test, {s: r for s, r in steps.items() if r}, outcomes,
+               val_outcomes, source=run)
 
 
 def steps_path_of(summary_path: Path) -> Path:
@@ -123,31 +139,60 @@ def read_exported(summary_path: Path) -> Run:
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
     steps_path = steps_path_of(summary_path)
-    steps = _read_steps(steps_path) if steps_path.exists() else {}
+    if not steps_path.is_file():
+        raise UnreadableRun(f"{steps_path}: missing (the exported run's training log)")
+    steps = _read_steps(steps_path)
     try:
         outcomes = _read_outcomes(outcomes_path_of(summary_path))
         val_outcomes = read_val_outcomes(val_outcomes_folder_of(summary_path))
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
-    return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps, outcomes, val_outcomes)
+    return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps, outcomes, val_outcomes,
+               source=summary_path)
 
 
-def cut_short(run: Run) -> str | None:
-    """Why a run did not finish (no training step logged, no held-out test result), or None."""
+def cut_short(run: Run, log: str = "metrics.csv") -> str | None:
+    """Why a run did not finish (no training step logged in `log`, no held-out test result), or None."""
     if not run.steps:
-        return "no training step logged (empty or header-only metrics.csv)"
+        return f"no training step logged (empty or header-only {log})"
     if "test/accuracy" not in run.test:
         return f"no held-out test result (last logged step {max(run.steps)}: still running, or stopped before the end)"
     return None
 
 
+def missing_validations(run: Run, log: str, folder: str) -> str | None:
+    """Why the run's validation outcomes (`folder`) do not match the validations its log (`log`) recorded, or
+    None. Without one step's file, that step of the arm's held-out curve would be a mean over fewer seeds than
+    its neighbours', with no word. A run that kept no validation outcomes at all (older runs) has no curve."""
+    logged = [step for step, _ in run.series("val/accuracy")]
+    if not run.val_outcomes or len(logged) == len(run.val_outcomes):
+        return None
+    # The validation after training step s is logged at step s - 1 and kept as step<s>.jsonl; where that holds
+    # for every file kept, the missing files can be named.
+    expected = {step + 1 for step in logged}
+    missing = [f"step{step:06d}.jsonl" for step in sorted(expected - set(run.val_outcomes))]
+    named = ""
+    if set(run.val_outcomes) <= expected and missing:
+        named = f"; missing {', '.join(missing[:3])}" + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    kept = len(run.val_outcomes)
+    return (f"{folder} holds the outcomes of {kept} validation{'s' if kept != 1 else ''} where {log} logged "
+            f"{len(logged)}{named}")
+
+
+def _run_folders(folder: Path) -> list[Path]:
+    """Folders below `folder` that hold a run: its metrics.csv, or test_summary.json (a finished run that lost
+    its metrics.csv is named, not passed over)."""
+    return sorted({p.parent for name in ("metrics.csv", "test_summary.json") for p in folder.rglob(name)
+                   if p.is_file()})
+
+
 def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
     """Every finished run under ``folder`` (run folders with metrics.csv, or exported summaries), and one
-    line per run left out: a file that cannot be read, or a run cut short. A comparison must not average a
-    run killed at step 3 with finished ones as if it were one more seed."""
+    line per run left out: a file that cannot be read or is missing, or a run cut short. A comparison must not
+    average a run killed at step 3 with finished ones as if it were one more seed."""
     folder = Path(folder)
     exported = sorted(folder.glob("*.summary.json"))
-    paths = exported or sorted(p.parent for p in folder.rglob("metrics.csv") if p.is_file())
+    paths = exported or _run_folders(folder)
     if not paths:
         raise FileNotFoundError(f"{folder} holds no run (no metrics.csv below it) and no exported *.summary.json")
     runs, left_out = [], []
@@ -157,12 +202,75 @@ def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
         except UnreadableRun as error:
             left_out.append(f"{path} left out: {error}")
             continue
-        reason = cut_short(run)
+        log = steps_path_of(path).name if exported else "metrics.csv"
+        val_folder = val_outcomes_folder_of(path).name if exported else VAL_OUTCOMES
+        reason = cut_short(run, log)
         if reason:
             left_out.append(f"{path} left out: cut short, {reason}")
+        elif reason := missing_validations(run, log, val_folder):
+            left_out.append(f"{path} left out: {reason}")
         else:
             runs.append(run)
     return runs, left_out
+
+
+def first_of_each(found: list[tuple[Path, list[Run]]]) -> tuple[list[Run], list[str], list[str]]:
+    """Of the runs read from each folder (in the order the folders were given, each folder's in name order),
+    the first run of each (arm, seed); one line per later one, left out: two runs of one seed averaged as two
+    seeds would count that seed twice (of an arm rerun in a later folder, compare_ablations rerunning "trace",
+    the first folder's run counts); and one note per later folder that holds jobs already read, the same job
+    (its job folder name) read again from its export, as when an export is refreshed from its sweep: not a
+    second run, so not left out."""
+    first: dict[tuple[str, int], tuple[Path, Run]] = {}
+    kept, left_out, notes = [], [], []
+    for folder, runs in found:
+        again = 0
+        for run in runs:
+            earlier_folder, earlier = first.setdefault((run.arm, run.seed), (folder, run))
+            if earlier is run:
+                kept.append(run)
+            elif earlier_folder == folder:
+                left_out.append(f"{run.source} left out: {run.arm} seed {run.seed} a second time in the same "
+                                f"folder; {earlier.source} counts")
+            elif earlier.name == run.name:
+                again += 1
+            else:
+                left_out.append(f"{run.source} left out: {run.arm} seed {run.seed} again; {earlier.source}, of a "
+                                "folder named earlier, counts")
+        if again:
+            notes.append(f"{again} of the runs in {folder} are jobs read from a folder named earlier (the same job "
+                         "folders): the earlier copies count")
+    return kept, left_out, notes
+
+
+def unmatched_questions(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """The runs whose per-question test records cover the questions most such runs answered, and one line per
+    run left out: one with fewer questions (a cut-short file) or other ones (another split). A verdict pairs
+    runs question by question over the questions all of them answered, so one such run would shrink or unpair
+    every comparison it is in while the report still said "all test questions". Of question sets equally
+    common the larger counts. Runs without records are not compared here (their verdicts are over seeds alone)."""
+    ids = {id(run): frozenset(o.id for o in run.outcomes) for run in runs if run.outcomes is not None}
+    counts: dict[frozenset[str], int] = {}
+    for questions in ids.values():
+        counts[questions] = counts.get(questions, 0) + 1
+    if len(counts) <= 1:
+        return runs, []
+    common = max(counts, key=lambda questions: (counts[questions], len(questions)))
+    others = f"{counts[common]} other run{'s' if counts[common] != 1 else ''}"
+    paired = "verdicts pair runs question by question, so it would"
+    kept, left_out = [], []
+    for run in runs:
+        mine = ids.get(id(run))
+        if mine is None or mine == common:
+            kept.append(run)
+        elif mine < common:
+            left_out.append(f"{run.source} left out: its test outcomes hold {len(mine):,} of the {len(common):,} "
+                            f"questions that {others} all answered; {paired} shrink every comparison it is in")
+        else:
+            left_out.append(f"{run.source} left out: its test outcomes hold {len(mine):,} questions, "
+                            f"{len(mine - common):,} of them not among the {len(common):,} that {others} all "
+                            f"answered (another test split?); {paired} unpair every comparison it is in")
+    return kept, left_out
 
 
 def stale_exports(out: Path) -> list[Path]:
@@ -170,41 +278,93 @@ def stale_exports(out: Path) -> list[Path]:
     return sorted(p for pattern in EXPORTED for p in Path(out).glob(pattern))
 
 
-def export_runs(runs: list[Run], out: Path, *, refresh: bool = False) -> list[Path]:
+def _stem_of(path: Path) -> str:
+    """The ``<arm>_seed<k>`` an exported file (one of EXPORTED) belongs to."""
+    if path.parent.name.endswith(EXPORTED_VAL_OUTCOMES):
+        return path.parent.name.removesuffix(EXPORTED_VAL_OUTCOMES)
+    return next(path.name.removesuffix(suffix) for suffix in (".summary.json", ".steps.csv", EXPORTED_OUTCOMES)
+                if path.name.endswith(suffix))
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Undo an export stopped half-way (a full disk, Ctrl-C): the files and folders it made, newest first, so
+    that a rerun finds the folder as it was (an export must go into a new or empty folder)."""
+    for path in reversed(created):
+        try:
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            pass  # a folder something else wrote into: left as it is
+
+
+def _write_export(run: Run, summary: Path, created: list[Path]) -> set[Path]:
+    """One run's exported files beside `summary` (the summary last); the files and folders it makes are added
+    to `created` before they are written. Returns the files that now hold the run."""
+    files = [steps_path_of(summary)] + ([outcomes_path_of(summary)] if run.outcomes is not None else [])
+    folders = [val_outcomes_folder_of(summary)] if run.val_outcomes else []
+    files += [folder / val_outcomes_name(step) for folder in folders for step in run.val_outcomes]
+    created += [path for path in [*folders, *files, summary] if not path.exists()]
+    _write_steps(run, steps_path_of(summary))
+    if run.outcomes is not None:
+        write_outcomes(outcomes_path_of(summary), run.outcomes)
+    if run.val_outcomes:
+        _write_val_outcomes(run, val_outcomes_folder_of(summary))
+    atomic_write_text(summary, json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test},
+                                          indent=1) + "\n")
+    return {*files, summary}
+
+
+def _drop_stale(before: list[Path], now: set[Path], stems: set[str], out: Path, warn) -> None:
+    """After a refresh: remove what no run holds any more, never a run. A run written again loses the files
+    it no longer has (records it lost, validations it no longer holds), and so does a file whose summary is
+    gone (the source no longer has that run); a run of the older export not written this time (left out as
+    damaged, cut short or a repeat) keeps every file, with one line."""
+    summaries = {_stem_of(p) for p in before if p.name.endswith(".summary.json")}
+    left_out = summaries - stems
+    for stale in before:
+        if stale in now or _stem_of(stale) in left_out:
+            continue
+        stale.unlink(missing_ok=True)
+        if stale.parent != out and not any(stale.parent.iterdir()):
+            stale.parent.rmdir()  # a run's val_outcomes folder left empty
+    for stem in sorted(left_out):
+        warn(f"kept: {out / stem}.* (that run was left out this time; its files stay as they were)")
+
+
+def export_runs(runs: list[Run], out: Path, *, refresh: bool = False, warn=print) -> list[Path]:
     """``<job>.summary.json`` and ``<job>.steps.csv`` per run, with its per-question test and validation outcomes
     where it kept them: the files a comparison regenerates from.
     `out` must be new or empty, so that no stale summary of an older export is mixed into the next
-    comparison; with `refresh` (the caller read `out` as one of its inputs, so every run in it is in
-    `runs` or was left out with a line) the older export's files not written again are removed after the
-    new ones are in place. Each file is replaced atomically."""
+    comparison; with `refresh` (the caller read `out` as one of its inputs) the older export is brought up to
+    date after the new files are in place (``_drop_stale``: stale files of the runs written go; the files of a
+    run left out this time stay, with one line each through `warn`). Each file is replaced atomically; an
+    export stopped half-way (OSError, Ctrl-C) removes the files and folders it had made and raises again."""
     out = Path(out)
     check_output_path(out, kind="folder", fresh=not refresh)
-    for run in runs:  # before anything is written: an arm that cannot be a file name stops the export whole
+    for run in runs:  # before anything is written: a name that cannot be a file name stops the export whole
         safe_name(run.arm, "arm")
+        safe_name(run.name, "job folder name")  # the summary's name, which its reader checks the same way
     before = stale_exports(out) if out.is_dir() else []
-    out.mkdir(parents=True, exist_ok=True)
-    written, used, keep = [], set(), set()
-    for run in runs:
-        # Portable file names (job folders hold ':' and '+'): <arm>_seed<seed>, numbered if one repeats.
-        stem = base = f"{run.arm}_seed{run.seed}"
-        while stem in used:
-            stem = f"{base}_{len([u for u in used if u.startswith(base)])}"
-        used.add(stem)
-        summary = out / f"{stem}.summary.json"
-        _write_steps(run, out / f"{stem}.steps.csv")
-        keep.update((summary, steps_path_of(summary)))
-        if run.outcomes is not None:
-            keep.add(write_outcomes(outcomes_path_of(summary), run.outcomes))
-        if run.val_outcomes:
-            keep.update(_write_val_outcomes(run, val_outcomes_folder_of(summary)))
-        atomic_write_text(summary, json.dumps({"name": run.name, "arm": run.arm, "seed": run.seed, "test": run.test},
-                                              indent=1) + "\n")
-        written.append(summary)
-    for stale in before:
-        if stale not in keep:
-            stale.unlink(missing_ok=True)
-            if stale.parent != out and not any(stale.parent.iterdir()):
-                stale.parent.rmdir()  # a run's val_outcomes folder left empty
+    created = [folder for folder in (out, *out.parents) if not folder.exists()][::-1]
+    written, used, now = [], set(), set()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for run in runs:
+            # Portable file names (job folders hold ':' and '+'): <arm>_seed<seed>, numbered if one repeats.
+            stem = base = f"{run.arm}_seed{run.seed}"
+            while stem in used:
+                stem = f"{base}_{len([u for u in used if u.startswith(base)])}"
+            used.add(stem)
+            summary = out / f"{stem}.summary.json"
+            now |= _write_export(run, summary, created)
+            written.append(summary)
+    except BaseException:
+        _remove_created(created)
+        raise
+    if refresh:
+        _drop_stale(before, now, used, out, warn)
     return written
 
 
@@ -229,12 +389,15 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
     so that ``resume=true`` on a machine without the sweep's folder skips it instead of training it again, and
     compare.py reads the folder whole. A job folder that already holds a test summary is left as it is; one
     that holds anything else (an unfinished job: its metrics.csv, its checkpoints) is left alone with a line,
-    as resume=true continues it; a summary that cannot be read is left out with a line. The job folder's
-    name comes from the summary and must be one folder name. Returns the folders written."""
+    as resume=true continues it; a summary that cannot be read, or that names the job folder an earlier one
+    named, is left out with a line. The job folder's name comes from the summary and must be one folder name.
+    Each job folder is built whole beside its place (``.<name>.restoring.tmp``) and renamed into it, so a full
+    disk leaves no half-restored job (which resume=true would train from step 0) and a rerun restores it.
+    Returns the folders written."""
     sweep = check_output_path(sweep, kind="folder")
     summaries = sorted(Path(exported).glob("*.summary.json"))
     sweep.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, named_by = [], {}
     for summary_path in summaries:
         try:
             run = read_exported(summary_path)
@@ -242,20 +405,31 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
             warn(f"{error}; left out")
             continue
         folder = sweep / run.name  # run.name passed safe_name: one folder directly under the sweep's
+        first = named_by.setdefault(run.name, summary_path)
+        if first != summary_path:
+            warn(f"{first} and {summary_path} both name the job folder {folder}; {summary_path.name} left out")
+            continue
         if (folder / "test_summary.json").exists():
             continue
         if folder.is_symlink() or folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             warn(f"{folder} holds an unfinished job's files (or is not a folder); left alone, "
                  "resume=true continues it")
             continue
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_steps(run, folder / "metrics.csv")
-        if run.outcomes is not None:
-            write_outcomes(folder / TEST_OUTCOMES, run.outcomes)
-        if run.val_outcomes:
-            _write_val_outcomes(run, folder / VAL_OUTCOMES)
-        summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
-        # Written last: it marks the job finished.
-        atomic_write_text(folder / "test_summary.json", json.dumps(summary, indent=1) + "\n")
+        building = sweep / f".{run.name}.restoring.tmp"
+        shutil.rmtree(building, ignore_errors=True)  # what a kill during an earlier restore left
+        try:
+            building.mkdir()
+            _write_steps(run, building / "metrics.csv")
+            if run.outcomes is not None:
+                write_outcomes(building / TEST_OUTCOMES, run.outcomes)
+            if run.val_outcomes:
+                _write_val_outcomes(run, building / VAL_OUTCOMES)
+            summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
+            # Written last: it marks the job finished.
+            atomic_write_text(building / "test_summary.json", json.dumps(summary, indent=1) + "\n")
+            os.replace(building, folder)  # `folder` is absent or an empty folder, which the rename replaces
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
         written.append(folder)
     return written

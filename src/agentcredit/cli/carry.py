@@ -6,7 +6,8 @@
 `save` copies each job of SWEEP that holds checkpoints/last.ckpt and has not finished, with carry.json (its step,
 each file's size and SHA-256), and drops carried jobs that have since finished. `load` gives SWEEP back every
 carried job that is neither finished nor further along there. What is carried and why: agentcredit/run/carry.py.
-Exits 1 when a job was left out (a damaged checkpoint or carried file: one line each), 0 otherwise.
+Exits 1 when a job was left out (a damaged checkpoint or carried file, or a job whose own last.ckpt is damaged
+while its logs are ahead of the carried step: one line each), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                     else carry.load(args.carry, args.sweep, warn))
     except OSError as error:  # a full disk, a read-only folder: every carry written before stays whole
         raise SystemExit(f"carry {args.action}: stopped: {error}") from None
+    except carry.NotACarryFolder as error:  # checked before anything is written
+        raise SystemExit(f"carry {args.action}: {error}") from None
     for outcome in outcomes:
         step = f" (step {outcome.step})" if outcome.step is not None else ""
         why = f": {outcome.why}" if outcome.why and outcome.what != "left out" else ""

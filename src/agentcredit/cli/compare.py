@@ -10,9 +10,12 @@ equivalent within ±m / inconclusive; overall and per hop count), learning curve
 
 Each folder is a multirun folder (run folders with metrics.csv) or an exported one (*.summary.json and
 *.steps.csv). Writes compare.md and learning_curves.png into --out (default: the first folder) and prints
-the markdown. --export must be a new or empty folder, or one of the folders read (a published comparison
-refreshed in place: its older files not written again are removed). A run with a damaged file is left out
-with one line. The reference is budget-matched GRPO where the runs hold it (budget_grpo, else budget_grpo_tuned), else GRPO
+the markdown; both are written beside their places and renamed in together, so a failure leaves the older
+pair as it was. --export must be a new or empty folder, or one of the folders read (a published comparison
+refreshed in place: the files a run written again no longer has are removed; a run left out this time keeps
+its files, with a line); an export stopped half-way removes what it had made. A run with a damaged or missing
+file, a second run of one arm and seed, or a run whose test questions are not the other runs' is left out
+with one line (also listed under the report). The reference is budget-matched GRPO where the runs hold it (budget_grpo, else budget_grpo_tuned), else GRPO
 (grpo, else grpo_tuned) (--reference); the
 statistics (a bootstrap over seeds and, where runs kept test_outcomes.jsonl, questions; Holm; TOST with the
 margin --margin) are agentcredit/analysis/comparison_stats.py's. See agentcredit/analysis/comparison.py for each column.
@@ -21,11 +24,35 @@ margin --margin) are agentcredit/analysis/comparison_stats.py's. See agentcredit
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from agentcredit.analysis.comparison import VerdictSettings, export_runs, markdown_report, plot_learning_curves, read_runs
+from agentcredit.analysis.comparison_runs import first_of_each, unmatched_questions
 from agentcredit.records import atomic_write_text, check_output_path
+
+
+def shown(text: str) -> str:
+    """`text` as any UTF-8 output carries it: the bytes of a folder name that are not UTF-8 (held by Python as
+    lone surrogates) as \\xNN, so that printing or writing a path never stops the command."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no undecodable byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_writable(folder: Path) -> None:
+    """ValueError (one line) unless a file can be made in `folder`, or in the nearest folder above it that
+    exists (where it would be made): a read-only place is found before the statistics, not after them."""
+    place = next(p for p in (folder, *folder.parents) if p.exists())
+    try:
+        fd, probe = tempfile.mkstemp(dir=place, prefix=".compare-write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise ValueError(f"output folder {folder}: cannot write into {place} ({error.strerror or error})") from None
 
 
 def check_outputs(args) -> bool:
@@ -33,16 +60,47 @@ def check_outputs(args) -> bool:
     the input folders (an export read back in whole, so its older files may be replaced)."""
     out = args.out or args.export or args.folders[0]
     check_output_path(out, kind="folder")
+    check_writable(out)
     if args.export is None:
         return False
     refresh = args.export.resolve() in {f.resolve() for f in args.folders}
     # A fresh folder: stale summaries of an older export would be mixed into the next comparison.
     try:
         check_output_path(args.export, kind="folder", fresh=not refresh)
+        check_writable(args.export)
     except ValueError as err:
         hint = " (or name it among the folders read, to refresh that export)" if "not empty" in str(err) else ""
         raise ValueError(f"--export: {err}{hint}") from None
     return refresh
+
+
+def write_report(out: Path, report: str, runs) -> tuple[Path, Path]:
+    """compare.md and learning_curves.png into `out`, together: each is written whole beside its place, then
+    both are renamed into place, so a full disk or a kill while they are made leaves the older pair as it was
+    (never a new report beside an older picture) and no temporary file behind."""
+    final = (out / "compare.md", out / "learning_curves.png")
+    made = [folder for folder in (out, *out.parents) if not folder.exists()][::-1]
+    staged: list[Path] = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for path in final:
+            fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".new")
+            os.close(fd)
+            staged.append(Path(name))
+        atomic_write_text(staged[0], report)
+        plot_learning_curves(runs, staged[1])
+        for temp, path in zip(staged, final):
+            os.replace(temp, path)
+    except BaseException:
+        for temp in staged:
+            temp.unlink(missing_ok=True)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+    return final
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,47 +116,75 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
     parser.add_argument("--bootstrap-seed", type=int, default=0, help="the bootstrap's generator seed")
     args = parser.parse_args(argv)
+    try:
+        return compare(parser, args)
+    except KeyboardInterrupt:
+        # Every output is written beside its place and renamed in, and an export stopped half-way removes
+        # what it had made: nothing is left half-written.
+        print("compare: interrupted; nothing was left half-written", file=sys.stderr)
+        return 130
+
+
+def compare(parser: argparse.ArgumentParser, args) -> int:
+    """Checks every output place, reads the runs (one line per run left out), checks --reference, then
+    exports and writes the report: a mistake found costs no output."""
     settings = VerdictSettings(args.reference, args.margin, args.alpha, args.bootstrap, args.bootstrap_seed)
     try:
         settings.check()
         refresh = check_outputs(args)
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(shown(str(err)))
 
-    runs, seen, warnings = [], set(), []
+    warnings: list[str] = []
+
+    def leave_out(lines: list[str]) -> None:
+        for line in map(shown, lines):
+            print(f"[compare] warning: {line}", file=sys.stderr)
+            warnings.append(line)
+
+    found = []
     for folder in args.folders:
         if not folder.is_dir():
-            parser.error(f"{folder} is not a folder; give a multirun folder or an exported docs/results/<name>/")
+            parser.error(shown(f"{folder} is not a folder; give a multirun folder or an exported docs/results/<name>/"))
         try:
-            found, left_out = read_runs(folder)
+            runs, left_out = read_runs(folder)
         except FileNotFoundError as err:
-            parser.error(str(err))
-        for line in left_out:
-            print(f"[compare] warning: {line}", file=sys.stderr)
-        warnings += left_out
-        for run in found:
-            # An arm in two folders (compare_ablations reruns "trace"): the first folder's run of a seed counts.
-            if (run.arm, run.seed) in seen:
-                print(f"[compare] {run.arm} seed {run.seed} from {folder} left out: an earlier folder has it")
-                continue
-            seen.add((run.arm, run.seed))
-            runs.append(run)
-    if args.export is not None:
-        try:
-            written = export_runs(runs, args.export, refresh=refresh)
-        except (ValueError, OSError) as err:
-            raise SystemExit(f"compare: export to {args.export} refused: {err}") from None
-        print(f"[compare] exported {len(written)} run summaries to {args.export}")
+            parser.error(shown(str(err)))
+        leave_out(left_out)
+        found.append((folder, runs))
+    runs, repeats, same_jobs = first_of_each(found)
+    leave_out(repeats)
+    for line in same_jobs:
+        print(shown(f"[compare] {line}"))
+    runs, unmatched = unmatched_questions(runs)
+    leave_out(unmatched)
     if not runs:
         raise SystemExit(f"compare: no finished run to compare ({len(warnings)} left out, listed above)")
+    arms = sorted({run.arm for run in runs})
+    if settings.reference != "auto" and settings.reference not in arms:  # before anything is written
+        raise SystemExit(shown(f"compare: --reference {settings.reference}: no run of that arm; the runs' arms are "
+                               f"{', '.join(arms)}"))
+    if args.export is not None:
+        kept: list[str] = []
+        try:
+            written = export_runs(runs, args.export, refresh=refresh, warn=kept.append)
+        except ValueError as err:  # a name that cannot be a file name: checked before anything is written
+            raise SystemExit(shown(f"compare: export to {args.export} refused: {err}")) from None
+        except OSError as err:
+            raise SystemExit(shown(f"compare: export to {args.export} stopped: {err}; the files it had made are "
+                                   "removed")) from None
+        for line in kept:
+            print(f"[compare] {shown(line)}", file=sys.stderr)
+        print(shown(f"[compare] exported {len(written)} run summaries to {args.export}"))
     out = args.out or args.export or args.folders[0]
     report = markdown_report(runs, settings)
     if warnings:
         report += "\nLeft out of this comparison:\n\n" + "".join(f"- {line}\n" for line in warnings)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "compare.md", report)
-    png = plot_learning_curves(runs, out / "learning_curves.png")
+    try:
+        md, png = write_report(out, report, runs)
+    except OSError as err:
+        raise SystemExit(shown(f"compare: stopped writing into {out}: {err}; its compare.md and learning_curves.png "
+                               "are as they were")) from None
     print(report)
-    print(f"[compare] {len(runs)} runs{f' ({len(warnings)} left out)' if warnings else ''}; wrote {out / 'compare.md'} and {png}")
+    print(shown(f"[compare] {len(runs)} runs{f' ({len(warnings)} left out)' if warnings else ''}; wrote {md} and {png}"))
     return 0
-

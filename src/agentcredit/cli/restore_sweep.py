@@ -7,8 +7,10 @@ machine (or a fresh checkout, where outputs/ is empty): those jobs are then skip
 Each exported run (<arm>_seed<seed>.summary.json and .steps.csv, written by `scripts/compare.py --export`) gets
 its job folder (the name it was exported with) holding test_summary.json, which marks it finished and names
 where it came from, and metrics.csv. Job folders that already hold a test summary are left alone, and so are
-those holding an unfinished job's files (resume=true continues them); a summary that cannot be read, or
-whose job name is not one folder name (`..`, `a/b`, an absolute path), is left out with one line.
+those holding an unfinished job's files (resume=true continues them); a summary that cannot be read, whose
+job name is not one folder name (`..`, `a/b`, an absolute path), or that names a job folder an earlier summary
+named, is left out with one line. Each job folder is built beside its place and renamed in whole, so a full disk
+leaves no half-restored job: run the command again once there is space.
 """
 
 from __future__ import annotations

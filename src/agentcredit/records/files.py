@@ -17,6 +17,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, new_file_mode())  # mkstemp makes it 0600 whatever the umask; a plain open() would not
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -27,6 +28,39 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def _umask_shown() -> int | None:
+    """The process's umask as Linux shows it (/proc/self/status, since Linux 4.7), read without changing it;
+    None where it is not shown."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _umask_set_and_restored() -> int:
+    # os.umask can only be read by setting it, and the umask is the whole process's: a thread creating a file in
+    # between would get the value set here. Done once, at import, and only where the OS does not show it.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK_AT_IMPORT = _umask_shown()
+if _UMASK_AT_IMPORT is None:
+    _UMASK_AT_IMPORT = _umask_set_and_restored()
+
+
+def new_file_mode() -> int:
+    """The permission bits a plain open() gives a new file: 0o666 less the umask (the current one where the OS
+    shows it, else the one at import)."""
+    umask = _umask_shown()
+    return 0o666 & ~(_UMASK_AT_IMPORT if umask is None else umask)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

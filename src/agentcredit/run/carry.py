@@ -20,7 +20,11 @@ sweep folder (their summaries are committed elsewhere).
 
 `load` copies a carried job into the sweep folder unless the job has finished there or its own last.ckpt is at
 the carried step or later (it is ahead); a file whose bytes no longer match carry.json leaves that job out with one
-line. The logs are copied before the checkpoint, so a kill during `load` leaves at worst logs ahead of the
+line. Where the job's own last.ckpt is damaged, its logs (metrics.csv, periodic checkpoints) say how far it got:
+ahead of the carried step, it is left out with one line rather than lose those steps; else the carry replaces it.
+A multirun job carried below a sub-folder means `load` was given the folder above the carry folder: it stops
+before writing anything, naming the sub-folder.
+The logs are copied before the checkpoint, so a kill during `load` leaves at worst logs ahead of the
 checkpoint, which the resumed run trims (`lit/run_folder.keep_logs_of`).
 
 Size: a long-preset job's last.ckpt is about 10.7 MB (weights 3.6 MB, Adam's two moments 7.1 MB) and barely
@@ -37,10 +41,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint
 from agentcredit.records import RecordError, atomic_write_bytes, atomic_write_text, read_json_record, safe_name
+from agentcredit.records.metrics import read_steps_rows
 
 # test_summary.json: a training job's held-out test ran (lit/run_folder.FINISHED_MARK); tune_summary.json: a
 # tuning job was scored (analysis/tuning_jobs.TUNE_SUMMARY). Either means nothing is left to continue; written out
@@ -144,23 +150,38 @@ def read_manifest(entry: Path) -> Manifest:
 
 
 def _copy_job(job: Path, files: list[Path], target: Path, step: int) -> None:
-    """Copy `files` of `job` to a fresh folder beside `target`, then swap it in for `target`."""
+    """Copy `files` of `job` to a fresh folder beside `target`, then swap it in for `target`. Whatever fails
+    (a full disk) leaves `target` as it was and removes the folder being built; only a kill can leave it, and
+    the next `save` of the job removes it (.gitignore keeps it out of a commit meanwhile)."""
     building = target.with_name(f".{target.name}.building.tmp")
     old = target.with_name(f".{target.name}.old.tmp")
     for leftover in (building, old):
         shutil.rmtree(leftover, ignore_errors=True)
-    building.mkdir(parents=True)
-    listed = []
-    for rel in files:
-        (building / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(job / rel, building / rel)
-        listed.append(CarriedFile(path=rel.as_posix(), bytes=(building / rel).stat().st_size,
-                                  sha256=_sha256(building / rel)))
-    atomic_write_text(building / MANIFEST, Manifest(step=step, files=listed).model_dump_json(indent=1) + "\n")
-    if target.exists():
-        os.replace(target, old)
-    os.replace(building, target)
+    try:
+        building.mkdir(parents=True)
+        listed = []
+        for rel in files:
+            (building / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(job / rel, building / rel)
+            listed.append(CarriedFile(path=rel.as_posix(), bytes=(building / rel).stat().st_size,
+                                      sha256=_sha256(building / rel)))
+        atomic_write_text(building / MANIFEST, Manifest(step=step, files=listed).model_dump_json(indent=1) + "\n")
+        if target.exists():
+            os.replace(target, old)
+        os.replace(building, target)
+    except BaseException:
+        if old.exists() and not target.exists():
+            os.replace(old, target)  # the swap itself failed: the previous carry goes back
+        shutil.rmtree(building, ignore_errors=True)
+        raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _stopped(error: OSError, name: str, target: Path) -> OSError:
+    """`error` (a full disk, a read-only folder) as one line that says the job's carry is as it was; the temp
+    folder the error names is gone, so only its reason is kept."""
+    reason = f"[Errno {error.errno}] {error.strerror}" if error.errno and error.strerror else str(error)
+    return OSError(f"{reason} while carrying {name} (nothing changed in {target})")
 
 
 def save(sweep: Path, carry: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
@@ -187,7 +208,10 @@ def save(sweep: Path, carry: Path, warn: Callable[[str], None] = print) -> list[
             if same:
                 outcomes.append(Outcome(name, step, "unchanged"))
                 continue
-        _copy_job(job, files, target, step)
+        try:
+            _copy_job(job, files, target, step)
+        except OSError as error:
+            raise _stopped(error, name, target) from error
         outcomes.append(Outcome(name, step, "saved"))
     for entry in _entries(carry):
         try:
@@ -222,10 +246,62 @@ def _read_checked(entry: Path, manifest: Manifest) -> list[bytes] | str:
     return contents
 
 
+class NotACarryFolder(ValueError):
+    """A folder given to `load` that holds carried jobs only inside a sub-folder of its own; one line."""
+
+
+def _multirun_job(carried: Path) -> bool:
+    """Whether a carried job ran in a Hydra multirun sweep (its carried .hydra/hydra.yaml says so). Such a job's
+    folder sits directly in its sweep folder: hydra.sweep.subdir (conf/config.yaml) is one folder name. A tuning
+    job (arm/point_seed, started with hydra.run.dir) is not one."""
+    try:
+        record = yaml.safe_load((carried / ".hydra" / "hydra.yaml").read_text(encoding="utf-8"))
+        return record["hydra"]["mode"] == "MULTIRUN"
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return False
+
+
+def check_carry_folder(carry: Path, entries: list[Path]) -> None:
+    """NotACarryFolder when `carry` is a folder above a carry folder (`carry load docs/results/carry SWEEP`): a
+    multirun job carried below a sub-folder would be loaded into that sub-folder of the sweep, where
+    `resume=true` never looks."""
+    holders = sorted({entry.parent.parent for entry in entries
+                      if len(entry.relative_to(carry).parts) > 2 and _multirun_job(entry.parent)})
+    if not holders:
+        return
+    if all(len(entry.relative_to(carry).parts) > 2 for entry in entries):
+        raise NotACarryFolder(f"{carry} holds no carried job: {holders[0]} does (a sweep's jobs sit directly in its "
+                              f"folder); load from {holders[0]}")
+    raise NotACarryFolder(f"{carry} holds another sweep's carried jobs in {holders[0]} (a sweep's jobs sit directly "
+                          "in its folder); load each folder on its own")
+
+
+def logged_step(job: Path) -> int:
+    """How far a job's own records reach, as the step of a checkpoint taken there: its highest readable periodic
+    checkpoint, or its metrics.csv's last row + 1 (a row is numbered by the training step that logged it, 0 for
+    the first, so a checkpoint at step n comes after rows 0..n-1: lit/run_folder.keep_logs_of). 0 when none tells."""
+    reached = 0
+    try:
+        rows = read_steps_rows(job / "metrics.csv", columns=(), warn=lambda line: None)
+        reached = max((row.step + 1 for _, row in rows), default=0)
+    except (RecordError, OSError):
+        pass
+    for periodic in (job / LAST_CHECKPOINT.parent).glob("*.ckpt"):
+        if periodic.name != LAST_CHECKPOINT.name:
+            try:
+                reached = max(reached, checkpoint_step(periodic))
+            except CheckpointError:
+                pass
+    return reached
+
+
 def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
-    """Copy every carried job into `sweep` where it is neither finished nor ahead there."""
+    """Copy every carried job into `sweep` where it is neither finished nor ahead there. A job there whose own
+    last.ckpt is damaged is replaced only when its logs are not ahead of the carried step either."""
     outcomes = []
-    for entry in _entries(carry):
+    entries = _entries(carry)
+    check_carry_folder(carry, entries)
+    for entry in entries:
         name = entry.parent.relative_to(carry).as_posix()  # the carried folder's, until its job's path is known
         try:
             name = job_path(entry.parent.relative_to(carry))
@@ -243,11 +319,20 @@ def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[
         if is_finished(job):
             outcomes.append(Outcome(name, manifest.step, "skipped", "finished in the sweep folder"))
             continue
+        replaced = ""
         if (job / LAST_CHECKPOINT).exists():
             try:
                 there = checkpoint_step(job / LAST_CHECKPOINT)
             except CheckpointError:
-                there = -1  # damaged there: the carried checkpoint replaces it
+                reached = logged_step(job)
+                if reached > manifest.step:  # loading would throw away the steps its logs hold past the carried one
+                    why = (f"{job / LAST_CHECKPOINT} is damaged and that job's logs reach step {reached} > carried "
+                           f"step {manifest.step}; left alone (to take the carried step instead, remove its folder "
+                           "and load again)")
+                    warn(why)
+                    outcomes.append(Outcome(name, manifest.step, "left out", why))
+                    continue
+                there, replaced = -1, "its own damaged last.ckpt replaced"
             if there >= manifest.step:
                 outcomes.append(Outcome(name, manifest.step, "skipped", f"its own last.ckpt is at step {there}"))
                 continue
@@ -255,5 +340,5 @@ def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[
             destination = job / item.path
             destination.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(destination, data)
-        outcomes.append(Outcome(name, manifest.step, "loaded"))
+        outcomes.append(Outcome(name, manifest.step, "loaded", replaced))
     return outcomes
