@@ -3,8 +3,10 @@ base-policy, which composes it without a Hydra app of its own).
 
 Before Hydra composes or writes anything: older spellings of the command line are read as today's
 (`+threads=1` is `threads=1`), the config nodes derived from the credit registry are stored, the command
-line and every config it would compose are refused when they hold a secret, and the command's own checks
-run (train refuses a run folder another run holds). Then `@hydra.main` runs the task with the config
+line and every config it would compose are refused when they hold a secret, a command line Hydra cannot
+compose (an unknown option of a config group, a key the config lacks) is one line rather than Hydra's
+message and search path, and the command's own checks run (train refuses a run folder another run holds
+or that holds a run it would overwrite). Then `@hydra.main` runs the task with the config
 groups shipped in the package, so `python train.py`, `python scripts/<x>.py` and `agentcredit <x>`
 compose the same config.
 
@@ -16,10 +18,15 @@ the module the task function is defined in, so each command's task lives in a mo
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+CONFIG_ERROR_EXIT = 2  # what a command's config error exits with (run/train.py, run/evaluate.py)
+HYDRA_RECORD = ".hydra"  # the folder Hydra writes a run's command line and config into
 
 
 def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
@@ -31,7 +38,11 @@ def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
 
     overrides = current_overrides(argv)
     register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
-    refuse_secrets(__file__, str(config_dir()), config_name, overrides)
+    refuse_secrets(__file__, str(config_dir()), config_name, overrides)  # first: no message may echo a secret
+    problem = composition_problem(overrides, config_name)
+    if problem:
+        print(f"config error: {problem}", file=sys.stderr, flush=True)
+        raise SystemExit(CONFIG_ERROR_EXIT)
     return overrides
 
 
@@ -41,6 +52,109 @@ def compose_command_config(argv: Sequence[str], config_name: str = "config") -> 
     from agentcredit.common.configs import compose_config
 
     return compose_config(checked_overrides(argv, config_name), config_name)
+
+
+def composition_problem(argv: Sequence[str], config_name: str) -> str | None:
+    """One line on why Hydra cannot compose the command line `argv` (the single run's config, or each of a
+    sweep's jobs), or None when it can (or when Hydra answers the command itself: --help and the like)."""
+    from hydra.types import RunMode
+
+    from agentcredit.checks.secret_check import _config_loader, _parse_args, sweep_combinations
+    from agentcredit.common.paths import config_dir
+
+    args = _parse_args(argv)
+    if args is None:
+        return None
+    name = args.config_name or config_name
+    try:
+        loader = _config_loader(args, __file__, str(config_dir()))
+        master = loader.load_configuration(name, list(args.overrides), run_mode=RunMode.MULTIRUN,
+                                           validate_sweep_overrides=False)
+        if args.multirun or master.hydra.get("mode") == RunMode.MULTIRUN:
+            params = master.hydra.get("sweeper", {}).get("params") or {}
+            for combo in sweep_combinations([f"{k}={v}" for k, v in params.items()] + list(args.overrides), loader):
+                loader.load_configuration(name, combo, run_mode=RunMode.RUN)
+    except Exception as err:  # noqa: BLE001 -- every composition error Hydra raises, in one line
+        return hydra_error_line(err)
+    return None
+
+
+def hydra_error_line(err: Exception) -> str:
+    """Hydra's composition error in one line: its message without the config search path and the link to
+    its grammar page; an unknown option of a group lists the group's options (not the ones Hydra keeps
+    for itself, named with a leading underscore)."""
+    text = str(err)
+    lines = [line.strip() for line in text.splitlines()]
+    if "Config search path:" in lines:
+        lines = lines[:lines.index("Config search path:")]
+    found = re.search(r"^Available options in '([^']+)':$", text, flags=re.MULTILINE)
+    if found:
+        head = lines[0].removeprefix("In 'config': ")
+        options = [line for line in lines[lines.index(found.group(0)) + 1:] if line and not line.startswith("_")]
+        return f"{head}; the options of {found.group(1)}: {', '.join(options)}"
+    kept = [line.rstrip(".") for line in lines if line and not line.startswith("See https://hydra.cc")]
+    what = "; ".join(kept[:1] + [line[:1].lower() + line[1:] for line in kept[1:]]) or type(err).__name__
+    return f"the command line does not parse: {what}" if type(err).__name__ == "OverrideParseException" else what
+
+
+def single_run_folder(overrides: list[str], config_name: str) -> Path | None:
+    """The folder a single (not -m) run of `overrides` writes into, when it is fixed before Hydra starts
+    (hydra.run.dir given, or a default without a timestamp); None for a sweep, or a dated folder."""
+    from agentcredit.checks.secret_check import composed_configs
+    from agentcredit.common.paths import config_dir
+
+    for where, cfg in composed_configs(overrides, __file__, str(config_dir()), config_name):
+        if where != "the config":
+            return None
+        run_dir = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=False)
+        return Path(run_dir) if isinstance(run_dir, str) and run_dir else None
+    return None
+
+
+def run_folder_problem(run_dir: Path | None) -> str | None:
+    """One line when `run_dir` cannot be a folder: it is a file, or lies under one."""
+    if run_dir is None:
+        return None
+    for place in (run_dir, *run_dir.parents):
+        if place.exists():
+            if place.is_dir():
+                return None
+            where = "is a file" if place == run_dir else f"lies under the file {place}"
+            return f"hydra.run.dir {run_dir} {where}; choose a folder"
+    return None
+
+
+def kept_record(run_dir: Path | None) -> tuple[set[str], dict[Path, bytes]] | None:
+    """What `run_dir` holds now: its entries' names, and the files of its Hydra record (.hydra/), to put back if
+    the command is refused; None when the folder does not exist."""
+    if run_dir is None or not run_dir.is_dir():
+        return None
+    record = run_dir / HYDRA_RECORD
+    files = {path: path.read_bytes() for path in record.iterdir() if path.is_file()} if record.is_dir() else {}
+    return {entry.name for entry in run_dir.iterdir()}, files
+
+
+def undo_refused_record(output_dir: Path, kept: tuple[set[str], dict[Path, bytes]] | None) -> None:
+    """After a refused single run, what Hydra and the log wrote undone: the folder's earlier Hydra record back
+    as it was (Hydra wrote the refused command's over it) and the log and lock files the refused run added
+    removed; a folder the refused run created, removed when it holds nothing else."""
+    import shutil
+
+    from agentcredit.lit.run_lock import LOCK_FILE
+
+    if not output_dir.is_dir():
+        return
+    before, files = kept if kept is not None else (set(), {})
+    added = [entry for entry in output_dir.iterdir() if entry.name not in before]
+    if not all(e.name in (HYDRA_RECORD, LOCK_FILE) or (e.suffix == ".log" and e.is_file()) for e in added):
+        return  # the run wrote more than its start-up files before it stopped: leave the folder as it is
+    for entry in added:
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for path, data in files.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+    if kept is None:
+        output_dir.rmdir()
 
 
 def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, argv: Sequence[str] | None = None,
@@ -58,13 +172,30 @@ def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, ar
 
     overrides = checked_overrides(sys.argv[1:] if argv is None else argv, config_name)
     program = list(sys.argv[:1] if program is None else program)
+    run_dir = single_run_folder(overrides, config_name)
+    problem = run_folder_problem(run_dir)
+    if problem:
+        print(f"config error: {problem}", file=sys.stderr, flush=True)
+        raise SystemExit(CONFIG_ERROR_EXIT)
     for check in checks:
         check(overrides)
+    # Hydra writes the command's .hydra/ record before the task's own checks run: a refused command must not
+    # leave its record over the one of the run already in that folder (evaluate ckpt_path= and carry read it).
+    kept = kept_record(run_dir)
 
     @functools.wraps(task)  # Hydra follows __wrapped__ to the task's module for the job's name
     def with_whole_command_line(cfg: DictConfig):
         sys.argv = [*program, *overrides]
-        return task(cfg)
+        try:
+            return task(cfg)
+        except SystemExit as stop:
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            hydra_cfg = HydraConfig.get()
+            if stop.code == CONFIG_ERROR_EXIT and hydra_cfg.mode == RunMode.RUN:
+                undo_refused_record(Path(hydra_cfg.runtime.output_dir), kept)
+            raise
 
     sys.argv = [program[0], *overrides]  # Hydra parses its arguments from sys.argv
     return hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,19 +28,29 @@ def train_job(cfg: DictConfig) -> float:
 
 def refuse_a_run_folder_in_use(overrides: list[str]) -> None:
     """Hydra writes `.hydra/` (the command line, the config) into hydra.run.dir before the run takes that
-    folder's lock, so a command aimed at a folder another run holds would overwrite that run's record of
-    its own command before being refused: refuse it here, before Hydra writes. A sweep's jobs each take
+    folder's lock, so a command aimed at a folder another run holds, or at a finished or started run without
+    resume=true (which the run itself refuses, `lit/run_folder.start_plan`), would overwrite that run's record
+    of its own command before being refused: refuse both here, before Hydra writes. A sweep's jobs each take
     their own folder's lock; a dated default folder cannot be held by another run."""
     from agentcredit.checks.secret_check import composed_configs
+    from agentcredit.common.configs import ConfigError
     from agentcredit.common.paths import config_dir
+    from agentcredit.lit.run_folder import start_plan
     from agentcredit.lit.run_lock import folder_in_use
 
     for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME):
         run_dir = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=False) if where == "the config" else None
-        if isinstance(run_dir, str) and folder_in_use(run_dir):
+        if not isinstance(run_dir, str):
+            return
+        if folder_in_use(run_dir):
             print(f"config error: {run_dir} is in use by another run; wait until that run ends, or choose another "
                   "folder (hydra.run.dir)", file=sys.stderr, flush=True)
             raise SystemExit(2)
+        try:
+            start_plan(Path(run_dir), cfg.get("resume", False), cfg.get("ckpt_path"))
+        except ConfigError as err:
+            print(f"config error: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
         return
 
 
