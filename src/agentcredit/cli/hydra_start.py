@@ -124,37 +124,32 @@ def run_folder_problem(run_dir: Path | None) -> str | None:
     return None
 
 
-def kept_record(run_dir: Path | None) -> tuple[set[str], dict[Path, bytes]] | None:
-    """What `run_dir` holds now: its entries' names, and the files of its Hydra record (.hydra/), to put back if
-    the command is refused; None when the folder does not exist."""
+def kept_record(run_dir: Path | None) -> dict[Path, bytes] | None:
+    """The files of `run_dir`'s Hydra record (.hydra/) as they are now, to put back if the command is refused
+    ({} when the folder holds none); None when the folder does not exist."""
     if run_dir is None or not run_dir.is_dir():
         return None
     record = run_dir / HYDRA_RECORD
-    files = {path: path.read_bytes() for path in record.iterdir() if path.is_file()} if record.is_dir() else {}
-    return {entry.name for entry in run_dir.iterdir()}, files
+    return {path: path.read_bytes() for path in record.iterdir() if path.is_file()} if record.is_dir() else {}
 
 
-def undo_refused_record(output_dir: Path, kept: tuple[set[str], dict[Path, bytes]] | None) -> None:
-    """After a refused single run, what Hydra and the log wrote undone: the folder's earlier Hydra record back
-    as it was (Hydra wrote the refused command's over it) and the log and lock files the refused run added
-    removed; a folder the refused run created, removed when it holds nothing else."""
-    import shutil
-
-    from agentcredit.lit.run_lock import LOCK_FILE
-
-    if not output_dir.is_dir():
-        return
-    before, files = kept if kept is not None else (set(), {})
-    added = [entry for entry in output_dir.iterdir() if entry.name not in before]
-    if not all(e.name in (HYDRA_RECORD, LOCK_FILE) or (e.suffix == ".log" and e.is_file()) for e in added):
-        return  # the run wrote more than its start-up files before it stopped: leave the folder as it is
-    for entry in added:
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    for path, data in files.items():
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(data)
+def undo_refused_record(output_dir: Path, kept: dict[Path, bytes] | None) -> None:
+    """After a refused single run in a folder that existed before it: that folder's Hydra record put back as it
+    was (Hydra wrote the refused command's over it). The log file Hydra opened stays: its handler still holds
+    it until the process ends (or the next run in this process sets up its own)."""
     if kept is None:
-        output_dir.rmdir()
+        return
+    record = output_dir / HYDRA_RECORD
+    if not kept:
+        import shutil
+
+        shutil.rmtree(record, ignore_errors=True)  # the folder held no record before: it holds none again
+        return
+    for path in record.iterdir():  # what Hydra added beside the files the record held
+        if path.is_file() and path.name not in {kept_path.name for kept_path in kept}:
+            path.unlink()
+    for path, data in kept.items():
+        (record / path.name).write_bytes(data)
 
 
 def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, argv: Sequence[str] | None = None,
