@@ -78,9 +78,10 @@ def sweep_combinations(overrides: list[str], loader, limit: int | None = None) -
         yield [options[min(i, len(options) - 1)] for options in lists]
 
 
-def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, config_name: str):
+def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, config_name: str, strict: bool = False):
     """(description, config) for every config Hydra will compose for `argv`; nothing when Hydra would refuse
-    the command itself (its own message then)."""
+    the command itself (its own message then). `strict`: a config Hydra cannot compose raises Hydra's error
+    instead of being passed over (cli/hydra_start.composition_problem turns it into one line)."""
     from hydra.types import RunMode
 
     args = _parse_args(argv)
@@ -92,6 +93,8 @@ def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, c
         master = loader.load_configuration(name, list(args.overrides), run_mode=RunMode.MULTIRUN,
                                            validate_sweep_overrides=False)
     except Exception:  # noqa: BLE001 -- Hydra reports the same problem itself, before writing anything
+        if strict:
+            raise
         return
     if not (args.multirun or master.hydra.get("mode") == RunMode.MULTIRUN):
         yield "the config", master  # what a single run composes, up to hydra.mode
@@ -101,11 +104,15 @@ def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, c
     try:
         combos = list(sweep_combinations([f"{k}={v}" for k, v in params.items()] + list(args.overrides), loader))
     except Exception:  # noqa: BLE001
+        if strict:
+            raise
         return
     for combo in combos:
         try:
             yield f"the sweep job {' '.join(combo)}", loader.load_configuration(name, combo, run_mode=RunMode.RUN)
         except Exception:  # noqa: BLE001 -- Hydra refuses a job it cannot compose before launching any
+            if strict:
+                raise
             continue
 
 

@@ -57,23 +57,12 @@ def compose_command_config(argv: Sequence[str], config_name: str = "config") -> 
 def composition_problem(argv: Sequence[str], config_name: str) -> str | None:
     """One line on why Hydra cannot compose the command line `argv` (the single run's config, or each of a
     sweep's jobs), or None when it can (or when Hydra answers the command itself: --help and the like)."""
-    from hydra.types import RunMode
-
-    from agentcredit.checks.secret_check import _config_loader, _parse_args, sweep_combinations
+    from agentcredit.checks.secret_check import composed_configs
     from agentcredit.common.paths import config_dir
 
-    args = _parse_args(argv)
-    if args is None:
-        return None
-    name = args.config_name or config_name
     try:
-        loader = _config_loader(args, __file__, str(config_dir()))
-        master = loader.load_configuration(name, list(args.overrides), run_mode=RunMode.MULTIRUN,
-                                           validate_sweep_overrides=False)
-        if args.multirun or master.hydra.get("mode") == RunMode.MULTIRUN:
-            params = master.hydra.get("sweeper", {}).get("params") or {}
-            for combo in sweep_combinations([f"{k}={v}" for k, v in params.items()] + list(args.overrides), loader):
-                loader.load_configuration(name, combo, run_mode=RunMode.RUN)
+        for _ in composed_configs(argv, __file__, str(config_dir()), config_name, strict=True):
+            pass
     except Exception as err:  # noqa: BLE001 -- every composition error Hydra raises, in one line
         return hydra_error_line(err)
     return None
