@@ -125,3 +125,17 @@ def test_json_line_writes_non_finite_numbers_as_null():
     line = json_line({"a": float("nan"), "b": [1.5, float("inf"), np.float32("-inf")], "c": np.float64(2.0), "d": "x"})
     assert line.endswith("\n")
     assert parse_json(line) == {"a": None, "b": [1.5, None, None], "c": 2.0, "d": "x"}
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_published_cache_folder_gets_the_permissions_a_plain_mkdir_would(tmp_path, umask):
+    import stat
+
+    from agentcredit.models.cache_io import publish_directory
+
+    old = os.umask(umask)
+    try:
+        target = publish_directory(tmp_path / "entry", lambda scratch: (scratch / "done").write_text("x"), "done")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~umask

@@ -97,3 +97,15 @@ def test_restored_files_have_the_permissions_the_umask_gives_any_new_file(export
         os.umask(old)
     for name in ("metrics.csv", TEST_OUTCOMES, "test_summary.json"):
         assert stat.S_IMODE((folder / name).stat().st_mode) == 0o640, name
+
+
+def test_what_a_killed_restore_left_is_not_read_as_a_run(exported, tmp_path):
+    """A kill between a job's last write and its rename leaves `.<job>.restoring.tmp` whole: a comparison of the sweep
+    must not count it as one more run (the next restore removes it)."""
+    from agentcredit.analysis.comparison_runs import read_runs
+
+    sweep = tmp_path / "sweep"
+    restore_finished(exported, sweep, warn=pytest.fail)
+    (sweep / "1_arm:grpo+seed:1").rename(sweep / ".1_arm:grpo+seed:1.restoring.tmp")
+    runs, left_out = read_runs(sweep)  # (this export's runs log no val/accuracy, so each is left out for that)
+    assert [r.name for r in runs] + [line.split(" left out:")[0] for line in left_out] == [str(sweep / "0_arm:grpo+seed:0")]

@@ -179,3 +179,25 @@ def test_a_finished_run_trained_further_in_its_own_folder_tests_again_at_its_new
     assert [r["step"] for r in logged(tmp_path, 0)] == ["0", "1", "1", "2", "3", "3", "4", "5"]
     assert _close(logged(uninterrupted, 0)[:-1], logged(tmp_path, 0)[:-2])
     assert json.loads((tmp_path / "test_summary.json").read_text())["steps"] == 5
+
+
+def test_resume_true_under_other_settings_is_one_line_and_keeps_the_run(uninterrupted, tmp_path, capsys):
+    """A resumed command that leaves out (or changes) a setting of what the run computes would continue its weights
+    under another method in its own folder: refused before any model loads, the folder as it was."""
+    from tiny_runs import TINY, hydra_cli
+
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+    (run / "test_summary.json").unlink()  # an unfinished run
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    changed = [o for o in RUN if o != "train.lr=0.01"] + ["train.lr=0.02", "threads=1"]  # threads may differ
+    with pytest.raises(SystemExit) as exit_info, contextlib.redirect_stdout(io.StringIO()):
+        hydra_cli(*TINY, *changed, "resume=true", f"hydra.run.dir={run}")
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"config error: resume=true would continue the run in {run} under other settings: train.lr=0.02 "
+                     f"where the run has 0.01; repeat the run's own overrides (its .hydra/overrides.yaml), or start a "
+                     f"new folder from its checkpoint (hydra.run.dir=<new folder> "
+                     f"ckpt_path={run / 'checkpoints' / 'last.ckpt'})"]
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "train.log"}
+    assert after == {k: v for k, v in before.items() if k.name != "train.log"}

@@ -196,3 +196,19 @@ def test_env_config_builds_independent_envs_sharing_one_retriever(tmp_path):
 def test_env_config_rejects_unknown_keys():
     with pytest.raises(ValueError, match=r"Unknown env config key\(s\) \['topn'\]"):
         make_env_factory(Corpus(DOCS), {"retriever": "bm25", "topn": 3})
+
+
+def test_the_index_cache_gets_the_permissions_a_plain_mkdir_and_open_would(tmp_path):
+    """A cache shared by a group (umask 027) must be readable by that group, not private to its builder."""
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        retriever = DenseRetriever(Corpus(DOCS[:2]), cache_dir=tmp_path)
+        retriever.title_vectors  # noqa: B018  (computed and cached on first use)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(retriever.index_dir.stat().st_mode) == 0o750
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in retriever.index_dir.iterdir()} == {
+        "index.faiss": 0o640, "passage_doc.npy": 0o640, "meta.json": 0o640, "title_queries.npy": 0o640}

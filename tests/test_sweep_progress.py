@@ -208,3 +208,10 @@ def test_parallel_has_an_upper_bound(sweep, capsys):
     assert main([str(sweep), "--parallel", str(MAX_PARALLEL)]) == 0
     # more workers than jobs: each job on its own, the longest decides (no list of a billion idle workers)
     assert hours_to_end([1.0, 3.0], [0, 1], 10**9) == 3.0
+
+
+def test_what_a_killed_restore_left_is_not_read_as_a_job(sweep):
+    """`.<job>.restoring.tmp` (agentcredit restore builds each job beside its place) is not a job of the sweep."""
+    before = [(j.params, j.state, j.steps_done) for j in read_progress(sweep)]
+    _job(sweep, ".1_arm:a+seed:1.restoring.tmp", ["seed=1", "arm=a", "experiment=cmp"], [360.0] * 10, finished=True)
+    assert [(j.params, j.state, j.steps_done) for j in read_progress(sweep)] == before

@@ -181,9 +181,10 @@ def missing_validations(run: Run, log: str, folder: str) -> str | None:
 
 def _run_folders(folder: Path) -> list[Path]:
     """Folders below `folder` that hold a run: its metrics.csv, or test_summary.json (a finished run that lost
-    its metrics.csv is named, not passed over)."""
+    its metrics.csv is named, not passed over). Hidden folders are passed over: `.<job>.restoring.tmp` is a
+    job that `restore` was building when it was killed, which the next restore removes."""
     return sorted({p.parent for name in ("metrics.csv", "test_summary.json") for p in folder.rglob(name)
-                   if p.is_file()})
+                   if p.is_file() and not any(part.startswith(".") for part in p.parent.relative_to(folder).parts)})
 
 
 def read_runs(folder: Path) -> tuple[list[Run], list[str]]:

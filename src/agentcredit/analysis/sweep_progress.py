@@ -173,7 +173,8 @@ def _name_overrides(folder: Path) -> dict[str, str]:
 
 
 def _is_job_folder(folder: Path) -> bool:
-    return folder.is_dir() and any((folder / name).exists() for name in (".hydra", "metrics.csv", FINISHED_MARK))
+    """A job's folder; not a hidden one (`.<job>.restoring.tmp`: what a restore killed midway left)."""
+    return not folder.name.startswith(".") and folder.is_dir() and any((folder / name).exists() for name in (".hydra", "metrics.csv", FINISHED_MARK))
 
 
 def _max_steps(config: dict, path: Path) -> int | None:

@@ -11,6 +11,7 @@ Both break score ties by corpus order, so results are a pure function of (corpus
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from agentcredit.env.corpus import Corpus
 from agentcredit.env.types import Document
 from agentcredit.common.paths import cache_dir as default_cache_root
 from agentcredit.common.paths import stable_hash
+from agentcredit.records import atomic_write_bytes, new_dir_mode
 
 RETRIEVER_KINDS = ("dense", "bm25")
 # Page titles are the queries a searcher sends most (the oracle always does, a trained policy mostly),
@@ -99,10 +101,9 @@ class DenseRetriever:
         if vectors is None or vectors.shape != (len(titles), self.embedder.dim):
             vectors = self.embedder.encode_queries(titles)
             if self.index_dir.is_dir():  # written by whoever gets here first; readers never see half a file
-                fd, tmp = tempfile.mkstemp(prefix=".title_queries-", suffix=".npy", dir=self.index_dir)
-                with os.fdopen(fd, "wb") as f:
-                    np.save(f, vectors)
-                os.replace(tmp, path)
+                buffer = io.BytesIO()
+                np.save(buffer, vectors)
+                atomic_write_bytes(path, buffer.getvalue())
         vectors.setflags(write=False)
         return dict(zip(titles, vectors))
 
@@ -117,6 +118,7 @@ class DenseRetriever:
         # test) never sees a half-written index, and whichever rename lands first wins.
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{self.cache_key}-", dir=root))
+        tmp.chmod(new_dir_mode())  # mkdtemp makes it private whatever the umask; a shared cache should not be
         faiss.write_index(self.index, str(tmp / "index.faiss"))
         np.save(tmp / "passage_doc.npy", self.passage_doc)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))

@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from agentcredit.records import new_dir_mode
+
 
 def publish_directory(target: Path, write: Callable[[Path], None], marker: str) -> Path:
     """Run `write(scratch)` in a private directory, then rename it to `target`.
@@ -22,7 +24,7 @@ def publish_directory(target: Path, write: Callable[[Path], None], marker: str) 
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         write(scratch)
-        scratch.chmod(0o755)  # mkdtemp makes it private; a cache shared by several users should not be
+        scratch.chmod(new_dir_mode())  # mkdtemp makes it private whatever the umask; a shared cache should not be
         os.replace(scratch, target)
     except OSError:
         if not (target / marker).exists():

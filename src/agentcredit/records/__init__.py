@@ -19,6 +19,7 @@ from agentcredit.records.files import (
     check_output_path,
     finite_or_none,
     json_line,
+    new_dir_mode,
     safe_name,
 )
 from agentcredit.records.reading import (
@@ -36,6 +37,7 @@ __all__ = [
     "check_output_path",
     "finite_or_none",
     "json_line",
+    "new_dir_mode",
     "parse_json",
     "read_json_record",
     "read_jsonl_records",

@@ -59,8 +59,18 @@ if _UMASK_AT_IMPORT is None:
 def new_file_mode() -> int:
     """The permission bits a plain open() gives a new file: 0o666 less the umask (the current one where the OS
     shows it, else the one at import)."""
+    return 0o666 & ~_umask()
+
+
+def new_dir_mode() -> int:
+    """The permission bits a plain mkdir() gives a new folder: 0o777 less the umask (tempfile.mkdtemp's are 0o700
+    whatever the umask, so a cache built through one would be private to its builder)."""
+    return 0o777 & ~_umask()
+
+
+def _umask() -> int:
     umask = _umask_shown()
-    return 0o666 & ~(_UMASK_AT_IMPORT if umask is None else umask)
+    return _UMASK_AT_IMPORT if umask is None else umask
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

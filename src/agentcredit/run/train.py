@@ -12,7 +12,8 @@ problem in your own data files (`data error: ...`), with exit status 2; a damage
 (`disk full: ...`, naming the last good checkpoint, which stays whole) are one line with exit status 1;
 under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
 goes on. A folder another run is writing to is refused in one line (its lock, `lit/run_lock.py`); a SIGTERM saves, prints the step reached and the command that continues, and exits 143 (`preemption.py`). With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
-from its last.ckpt (`lit/run_folder.py`); without it, a folder that already holds a run is a config error. Lightning is imported only after the config has been checked, so a bad value fails fast.
+from its last.ckpt (`lit/run_folder.py`) under the settings it started with (`lit/resume_config.py`: another
+setting of what it computes is a config error); without it, a folder that already holds a run is a config error. Lightning is imported only after the config has been checked, so a bad value fails fast.
 """
 
 from __future__ import annotations
@@ -145,6 +146,11 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     (run_dir / "error.txt").unlink(missing_ok=True)  # an earlier attempt's failure; this attempt writes its own
     if plan.skip:
         return report_finished(run_dir)
+    if plan.ckpt_path and cfg.get("ckpt_path") in (None, "last"):  # resume=true found the folder's own checkpoint
+        from agentcredit.common.secret_keys import config_for_records
+        from agentcredit.lit.resume_config import check_resumed_config
+
+        check_resumed_config(run_dir, config_for_records(cfg))
     cfg = with_checkpoint(cfg, plan.ckpt_path)
     import lightning as L
 
