@@ -317,3 +317,33 @@ def test_a_real_sweep_command_with_a_secret_in_an_experiment_file_writes_nothing
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "extra.accessToken holds a secret in" in lines[0], done.stderr[-2000:]
     assert LEAK not in done.stdout + done.stderr and list(work.iterdir()) == []
+
+
+def test_one_command_line_is_composed_once_for_every_check_inside_one_composition(monkeypatch):
+    """Inside `one_composition()` the secret check, the composition check and the run folder's checks read one
+    composition (each is a whole Hydra config load); outside it every call composes again, and a strict reader
+    gets the kept composition error each time."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from agentcredit.checks import secret_check
+    from agentcredit.common.configs import register_config_nodes
+
+    register_config_nodes()
+    loads = []
+    real = ConfigLoaderImpl.load_configuration
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", lambda self, *a, **k: loads.append(a[1]) or real(self, *a, **k))
+
+    def configs(args, strict=False):
+        return list(secret_check.composed_configs(args, str(ROOT / "train.py"), "src/agentcredit/conf", "config", strict))
+
+    with secret_check.one_composition():
+        first = configs(["credit=trace"])
+        assert configs(["credit=trace"]) == first and len(loads) == 1
+        assert len(configs(["-m", "seed=0,1"])) == 3 and len(loads) == 4  # the sweep's config and its 2 jobs
+        assert configs(["credit=nosuch"]) == [] and len(loads) == 5  # passed over by the secret check ...
+        for _ in range(2):  # ... and raised to the composition check, from the one composition
+            with pytest.raises(Exception, match="Could not find 'credit/nosuch'"):
+                configs(["credit=nosuch"], strict=True)
+        assert len(loads) == 5
+    configs(["credit=trace"])
+    assert len(loads) == 6

@@ -78,42 +78,72 @@ def sweep_combinations(overrides: list[str], loader, limit: int | None = None) -
         yield [options[min(i, len(options) - 1)] for options in lists]
 
 
-def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, config_name: str, strict: bool = False):
-    """(description, config) for every config Hydra will compose for `argv`; nothing when Hydra would refuse
-    the command itself (its own message then). `strict`: a config Hydra cannot compose raises Hydra's error
-    instead of being passed over (cli/hydra_start.composition_problem turns it into one line)."""
+_MEMO: dict | None = None  # the configs of each command line composed so far, inside `one_composition()`
+
+
+@contextlib.contextmanager
+def one_composition():
+    """Inside it, each command line's configs are composed once for every check that asks for them (the secret
+    check, the composition check, the run folder's checks before Hydra starts): each composition is a whole
+    Hydra config load, and a sweep's is one per job. Outside it nothing is kept, so config files edited between
+    two calls (a test that adds a method) are read again."""
+    global _MEMO
+    outer = _MEMO
+    _MEMO = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+def _compose_all(args, calling_file: str, config_path: str, config_name: str) -> list[tuple[str, object]]:
+    """(description, config, or the exception composing it raised) for every config Hydra will compose; an
+    exception of the sweep's own config or of its combinations ends the list, as it ends Hydra's launch."""
     from hydra.types import RunMode
 
-    args = _parse_args(argv)
-    if args is None:
-        return
     name = args.config_name or config_name
     try:
         loader = _config_loader(args, calling_file, config_path)
         master = loader.load_configuration(name, list(args.overrides), run_mode=RunMode.MULTIRUN,
                                            validate_sweep_overrides=False)
-    except Exception:  # noqa: BLE001 -- Hydra reports the same problem itself, before writing anything
-        if strict:
-            raise
-        return
+    except Exception as err:  # noqa: BLE001 -- Hydra reports the same problem itself, before writing anything
+        return [("the config", err)]
     if not (args.multirun or master.hydra.get("mode") == RunMode.MULTIRUN):
-        yield "the config", master  # what a single run composes, up to hydra.mode
-        return
-    yield "the sweep's config", master
+        return [("the config", master)]  # what a single run composes, up to hydra.mode
+    entries: list[tuple[str, object]] = [("the sweep's config", master)]
     params = master.hydra.get("sweeper", {}).get("params") or {}
     try:
         combos = list(sweep_combinations([f"{k}={v}" for k, v in params.items()] + list(args.overrides), loader))
-    except Exception:  # noqa: BLE001
-        if strict:
-            raise
-        return
+    except Exception as err:  # noqa: BLE001
+        return [*entries, ("the sweep's combinations", err)]
     for combo in combos:
         try:
-            yield f"the sweep job {' '.join(combo)}", loader.load_configuration(name, combo, run_mode=RunMode.RUN)
-        except Exception:  # noqa: BLE001 -- Hydra refuses a job it cannot compose before launching any
+            entries.append((f"the sweep job {' '.join(combo)}", loader.load_configuration(name, combo, run_mode=RunMode.RUN)))
+        except Exception as err:  # noqa: BLE001 -- Hydra refuses a job it cannot compose before launching any
+            entries.append((f"the sweep job {' '.join(combo)}", err))
+    return entries
+
+
+def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, config_name: str, strict: bool = False):
+    """(description, config) for every config Hydra will compose for `argv`; nothing when Hydra would refuse
+    the command itself (its own message then). `strict`: a config Hydra cannot compose raises Hydra's error
+    instead of being passed over (cli/hydra_start.composition_problem turns it into one line)."""
+    args = _parse_args(argv)
+    if args is None:
+        return
+    # An absolute config_path decides the search path whatever file asks (cli/train.py or cli/hydra_start.py)
+    key = (tuple(argv), None if os.path.isabs(config_path) else calling_file, config_path, config_name)
+    entries = _MEMO.get(key) if _MEMO is not None else None
+    if entries is None:
+        entries = _compose_all(args, calling_file, config_path, config_name)
+        if _MEMO is not None:
+            _MEMO[key] = entries
+    for where, composed in entries:
+        if isinstance(composed, Exception):
             if strict:
-                raise
+                raise composed
             continue
+        yield where, composed
 
 
 def composed_secret_problem(argv: Sequence[str], calling_file: str, config_path: str, config_name: str) -> str | None:

@@ -49,9 +49,12 @@ def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
 def compose_command_config(argv: Sequence[str], config_name: str = "config") -> DictConfig:
     """The run config of a command that parses its own options and composes without `@hydra.main`
     (base-policy, whose info.json records its overrides), after the same checks."""
+    from agentcredit.checks.secret_check import one_composition
     from agentcredit.common.configs import compose_config
 
-    return compose_config(checked_overrides(argv, config_name), config_name)
+    with one_composition():
+        overrides = checked_overrides(argv, config_name)
+    return compose_config(overrides, config_name)
 
 
 def composition_problem(argv: Sequence[str], config_name: str) -> str | None:
@@ -154,15 +157,18 @@ def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, ar
 
     import hydra
 
-    overrides = checked_overrides(sys.argv[1:] if argv is None else argv, config_name)
-    program = list(sys.argv[:1] if program is None else program)
-    run_dir = single_run_folder(overrides, config_name)
-    problem = run_folder_problem(run_dir)
-    if problem:
-        print(f"config error: {problem}", file=sys.stderr, flush=True)
-        raise SystemExit(CONFIG_ERROR_EXIT)
-    for check in checks:
-        check(overrides)
+    from agentcredit.checks.secret_check import one_composition
+
+    with one_composition():  # every check below reads the same composed configs (Hydra composes its own after)
+        overrides = checked_overrides(sys.argv[1:] if argv is None else argv, config_name)
+        program = list(sys.argv[:1] if program is None else program)
+        run_dir = single_run_folder(overrides, config_name)
+        problem = run_folder_problem(run_dir)
+        if problem:
+            print(f"config error: {problem}", file=sys.stderr, flush=True)
+            raise SystemExit(CONFIG_ERROR_EXIT)
+        for check in checks:
+            check(overrides)
     # Hydra writes the command's .hydra/ record before the task's own checks run: a refused command must not
     # leave its record over the one of the run already in that folder (evaluate ckpt_path= and carry read it).
     kept = kept_record(run_dir)
