@@ -282,8 +282,8 @@ COMMANDS = {
         "test", "tests/test_preemption.py::test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_other"),
     'pkill -TERM -f "experiment=compare_long_tuned"': (
         "test", "tests/test_preemption.py::test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not_started"),
-    "python train.py -m experiment=compare_long_tuned hydra.launcher.order=longest_first resume=true": (
-        "test", "tests/test_joblib_launcher.py::test_a_sweep_resumed_longest_first_runs_its_jobs_in_that_order_under_their_own_numbers"),
+    "python train.py -m experiment=compare_long_tuned resume=true": (
+        "test", "tests/test_resume_sweep.py::test_a_session_ends_mid_sweep_and_a_fresh_checkout_finishes_it_from_committed_files"),
     "python scripts/compare.py outputs/multirun/compare_long_tuned docs/results/compare_long_tuned "
     "--export docs/results/compare_long_tuned": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
