@@ -61,16 +61,13 @@ def refuse_a_training_run_folder(overrides: list[str]) -> None:
     """An evaluation writes its own record (Hydra's .hydra/, trajectories.jsonl) into hydra.run.dir: aimed at a
     training run's folder it would replace the record of the run's command, which `ckpt_path=` evaluations,
     `progress` and `carry` read. Refused before Hydra writes anything."""
-    import sys
-
-    from agentcredit.cli.hydra_start import CONFIG_ERROR_EXIT, single_run_folder
+    from agentcredit.cli.hydra_start import refuse, single_run_folder
     from agentcredit.lit.run_folder import FINISHED_MARK, holds_a_run
 
     run_dir = single_run_folder(overrides, "eval")
     if run_dir is not None and run_dir.is_dir() and (holds_a_run(run_dir) or (run_dir / FINISHED_MARK).is_file()):
-        print(f"config error: hydra.run.dir {run_dir} holds a training run, whose record an evaluation would replace; "
-              "choose another folder (the checkpoint is read from ckpt_path=)", file=sys.stderr, flush=True)
-        raise SystemExit(CONFIG_ERROR_EXIT)
+        refuse(f"hydra.run.dir {run_dir} holds a training run, whose record an evaluation would replace; choose "
+               "another folder (the checkpoint is read from ckpt_path=)")
 
 
 def main(argv: Sequence[str] | None = None, program: Sequence[str] | None = None) -> None:

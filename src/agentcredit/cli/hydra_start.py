@@ -29,6 +29,12 @@ CONFIG_ERROR_EXIT = 2  # what a command's config error exits with (run/train.py,
 HYDRA_RECORD = ".hydra"  # the folder Hydra writes a run's command line and config into
 
 
+def refuse(problem: str) -> None:
+    """A command's config error: `config error: <problem>` on stderr, exit status CONFIG_ERROR_EXIT."""
+    print(f"config error: {problem}", file=sys.stderr, flush=True)
+    raise SystemExit(CONFIG_ERROR_EXIT)
+
+
 def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
     """`argv` with older spellings read as today's, after the config nodes are stored and the command line and
     every config it composes are checked for secrets (exit 2 with one line), before anything is written."""
@@ -41,8 +47,7 @@ def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
     refuse_secrets(__file__, str(config_dir()), config_name, overrides)  # first: no message may echo a secret
     problem = composition_problem(overrides, config_name)
     if problem:
-        print(f"config error: {problem}", file=sys.stderr, flush=True)
-        raise SystemExit(CONFIG_ERROR_EXIT)
+        refuse(problem)
     return overrides
 
 
@@ -165,8 +170,7 @@ def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, ar
         run_dir = single_run_folder(overrides, config_name)
         problem = run_folder_problem(run_dir)
         if problem:
-            print(f"config error: {problem}", file=sys.stderr, flush=True)
-            raise SystemExit(CONFIG_ERROR_EXIT)
+            refuse(problem)
         for check in checks:
             check(overrides)
     # Hydra writes the command's .hydra/ record before the task's own checks run: a refused command must not

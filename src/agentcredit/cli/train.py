@@ -9,13 +9,12 @@ The module is named `train` because Hydra names the job after it (train.log in t
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from agentcredit.cli.hydra_start import run_hydra_command
+from agentcredit.cli.hydra_start import refuse, run_hydra_command
 
 CONFIG_NAME = "config"
 
@@ -43,14 +42,12 @@ def refuse_a_run_folder_in_use(overrides: list[str]) -> None:
         if not isinstance(run_dir, str):
             return
         if folder_in_use(run_dir):
-            print(f"config error: {run_dir} is in use by another run; wait until that run ends, or choose another "
-                  "folder (hydra.run.dir)", file=sys.stderr, flush=True)
-            raise SystemExit(2)
+            refuse(f"{run_dir} is in use by another run; wait until that run ends, or choose another folder "
+                   "(hydra.run.dir)")
         try:
             start_plan(Path(run_dir), cfg.get("resume", False), cfg.get("ckpt_path"))
         except ConfigError as err:
-            print(f"config error: {err}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from None
+            refuse(str(err))
         return
 
 
