@@ -370,18 +370,21 @@ def test_an_output_folder_that_cannot_be_written_is_one_line_before_any_work(tmp
 def test_a_full_disk_leaves_the_older_report_and_picture_as_they_were(tmp_path, capsys, monkeypatch):
     import errno
 
-    import agentcredit.cli.compare as cli_compare
-
     sweep = tmp_path / "sweep"
     _write_run(sweep, "a_good")
     (sweep / "compare.md").write_text("older report")
     (sweep / "learning_curves.png").write_bytes(b"older picture")
 
-    def full(runs, path, window=5):
-        path.write_bytes(b"half a pic")
-        raise OSError(errno.ENOSPC, "No space left on device")
+    from agentcredit.records import files
 
-    monkeypatch.setattr(cli_compare, "plot_learning_curves", full)
+    real_write = files.atomic_write_bytes
+
+    def full_at_the_picture(path, data):  # the report is staged; the disk fills while the picture is written
+        if path.name.startswith(".learning_curves.png"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, data)
+
+    monkeypatch.setattr(files, "atomic_write_bytes", full_at_the_picture)
     with pytest.raises(SystemExit) as stop:
         compare_main()([str(sweep), "--bootstrap", "200"])
     assert str(stop.value) == (f"compare: stopped writing into {sweep}: [Errno 28] No space left on device; its "

@@ -107,7 +107,7 @@ def script_main(name: str):
     if name == "compare.py":  # the picture is matplotlib's work, not a reader: left out to keep the cases fast
         def without_picture(argv):
             # main's globals are agentcredit.cli.compare's own: patched for this call only
-            with mock.patch.dict(main.__globals__, plot_learning_curves=lambda runs, path, *a, **k: path):
+            with mock.patch.dict(main.__globals__, learning_curves_png=lambda runs, *a, **k: b""):
                 return main(argv)
         return without_picture
     return main

@@ -139,3 +139,94 @@ def test_a_published_cache_folder_gets_the_permissions_a_plain_mkdir_would(tmp_p
     finally:
         os.umask(old)
     assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~umask
+
+
+def _fill(text):
+    def write(folder):
+        (folder / "sub").mkdir()
+        (folder / "sub" / "f.txt").write_text(text)
+    return write
+
+
+def _tree(folder):
+    return sorted((p.relative_to(folder).as_posix(), p.read_text() if p.is_file() else None)
+                  for p in folder.rglob("*"))
+
+
+def test_publish_folder_builds_beside_and_renames_into_an_absent_or_empty_target(tmp_path):
+    from agentcredit.records import publish_folder
+
+    (tmp_path / ".job.restoring.tmp").mkdir()  # what a killed earlier build left
+    (tmp_path / ".job.restoring.tmp" / "stale").write_text("old")
+    assert publish_folder(tmp_path / "job", _fill("a"), scratch="restoring") == tmp_path / "job"
+    (tmp_path / "empty").mkdir()
+    publish_folder(tmp_path / "empty", _fill("b"), scratch="restoring")
+    assert _tree(tmp_path / "job") == [("sub", None), ("sub/f.txt", "a")]
+    assert _tree(tmp_path / "empty") == [("sub", None), ("sub/f.txt", "b")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "job"]  # no scratch folder left
+
+
+def test_publish_folder_leaves_the_target_as_it_was_when_anything_fails(tmp_path):
+    from agentcredit.records import publish_folder
+
+    def broken(folder):
+        (folder / "half").write_text("x")
+        raise OSError(28, "No space left on device")
+
+    publish_folder(tmp_path / "job", _fill("kept"))
+    for replace in (False, True):
+        with pytest.raises(OSError, match="No space"):
+            publish_folder(tmp_path / "job", broken, scratch="building", replace=replace)
+        assert _tree(tmp_path / "job") == [("sub", None), ("sub/f.txt", "kept")]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]
+    # Without `replace` a folder that holds files is not taken over.
+    with pytest.raises(OSError):
+        publish_folder(tmp_path / "job", _fill("new"), scratch="building")
+    assert _tree(tmp_path / "job") == [("sub", None), ("sub/f.txt", "kept")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]
+
+
+def test_publish_folder_with_replace_swaps_the_old_folder_out_and_puts_it_back_if_the_rename_fails(tmp_path,
+                                                                                                 monkeypatch):
+    from agentcredit.records import files, publish_folder
+
+    publish_folder(tmp_path / "job", _fill("v1"))
+    publish_folder(tmp_path / "job", _fill("v2"), scratch="building", replace=True)
+    assert _tree(tmp_path / "job") == [("sub", None), ("sub/f.txt", "v2")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]  # the old one deleted after the swap
+
+    real_replace, calls = os.replace, []
+
+    def second_rename_fails(src, dst):
+        calls.append((Path(src).name, Path(dst).name))
+        if len(calls) == 2:  # the first moves the old folder out; the second would rename the new one in
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", second_rename_fails)
+    with pytest.raises(OSError, match="Input/output"):
+        publish_folder(tmp_path / "job", _fill("v3"), scratch="building", replace=True)
+    assert calls[:2] == [("job", ".job.old.tmp"), (".job.building.tmp", "job")]
+    assert _tree(tmp_path / "job") == [("sub", None), ("sub/f.txt", "v2")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job"]
+
+
+def test_replace_together_writes_every_file_or_none(tmp_path, monkeypatch):
+    import errno
+
+    from agentcredit.records import files, replace_together
+
+    report, picture = tmp_path / "report.md", tmp_path / "chart.png"
+    assert replace_together({report: b"v1", picture: b"p1"}) == (report, picture)
+    real_write = files.atomic_write_bytes
+
+    def full_at_the_picture(path, data):
+        if path.name.startswith(".chart.png"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(path, data)
+
+    monkeypatch.setattr(files, "atomic_write_bytes", full_at_the_picture)
+    with pytest.raises(OSError, match="No space"):
+        replace_together({report: b"v2", picture: b"p2"})
+    assert (report.read_bytes(), picture.read_bytes()) == (b"v1", b"p1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chart.png", "report.md"]  # no staged copy left

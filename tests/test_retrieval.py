@@ -212,3 +212,29 @@ def test_the_index_cache_gets_the_permissions_a_plain_mkdir_and_open_would(tmp_p
     assert stat.S_IMODE(retriever.index_dir.stat().st_mode) == 0o750
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in retriever.index_dir.iterdir()} == {
         "index.faiss": 0o640, "passage_doc.npy": 0o640, "meta.json": 0o640, "title_queries.npy": 0o640}
+
+
+def test_a_builder_that_loses_the_race_for_the_index_cache_keeps_the_winners_and_leaves_no_scratch(tmp_path,
+                                                                                                    monkeypatch):
+    """Two builders of one index (two ranks): the second's rename finds the first's folder there; it keeps
+    that one, searches from its own index in memory, and removes its scratch folder. A full disk while
+    writing, with no index there, is an error and leaves nothing behind."""
+    import faiss
+
+    first = DenseRetriever(Corpus(DOCS[:2]), cache_dir=tmp_path)
+    winner = (first.index_dir / "meta.json").read_text()
+    second = DenseRetriever.__new__(DenseRetriever)
+    second.__dict__.update(first.__dict__)
+    second._save({"another": "builder"})  # its rename meets the winner's folder
+    assert (first.index_dir / "meta.json").read_text() == winner
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.index_dir.name]
+
+    def full_disk(index, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(faiss, "write_index", full_disk)
+    third = DenseRetriever.__new__(DenseRetriever)
+    third.__dict__.update(first.__dict__, index_dir=tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="No space"):
+        third._save({"a": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.index_dir.name]

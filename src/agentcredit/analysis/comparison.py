@@ -42,7 +42,6 @@ from agentcredit.analysis.comparison_stats import (  # noqa: F401  (mean_ci, det
     mean_ci,
     resampled,
 )
-from agentcredit.records import atomic_write_bytes
 from agentcredit.records.run import TEST_KEYS  # noqa: F401
 
 
@@ -432,7 +431,7 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_learning_curves(runs: list[Run], path: Path, window: int = 5) -> Path:
+def learning_curves_png(runs: list[Run], window: int = 5) -> bytes:
     """train/reward and rollout/tool_calls (moving averages over ``window`` steps) and val/accuracy per arm: mean over
     seeds, band ±1 sd. Tool calls show a policy that learns to stop searching (or to search longer)."""
     import matplotlib
@@ -466,9 +465,7 @@ def plot_learning_curves(runs: list[Run], path: Path, window: int = 5) -> Path:
     axes[0].legend(fontsize=8)
     fig.suptitle("mean over seeds, band: ±1 sd over seeds")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, png.getvalue())  # a kill while it is written leaves the older picture whole
-    return path
+    return png.getvalue()

@@ -20,12 +20,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from agentcredit.records import RecordError, atomic_write_text, check_output_path, read_json_record, safe_name
+from agentcredit.records import (
+    RecordError,
+    atomic_write_text,
+    check_output_path,
+    publish_folder,
+    read_json_record,
+    safe_name,
+)
 from agentcredit.records.outcomes import (EXPORTED_OUTCOMES, EXPORTED_VAL_OUTCOMES, TEST_OUTCOMES, VAL_OUTCOMES,
                                          OutcomeRecord, read_outcomes, read_val_outcomes, val_outcomes_name,
                                          write_outcomes)
@@ -384,6 +390,16 @@ def _write_steps(run: Run, path: Path) -> None:
     atomic_write_text(path, steps_csv(run))
 
 
+def _write_restored(run, summary: dict, building: Path) -> None:
+    _write_steps(run, building / "metrics.csv")
+    if run.outcomes is not None:
+        write_outcomes(building / TEST_OUTCOMES, run.outcomes)
+    if run.val_outcomes:
+        _write_val_outcomes(run, building / VAL_OUTCOMES)
+    # Written last: it marks the job finished.
+    atomic_write_text(building / "test_summary.json", json.dumps(summary, indent=1) + "\n")
+
+
 def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
     """Give each exported run back its job folder under ``sweep`` (``test_summary.json``, ``metrics.csv`` and the
     per-question outcomes it kept),
@@ -416,21 +432,8 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
             warn(f"{folder} holds an unfinished job's files (or is not a folder); left alone, "
                  "resume=true continues it")
             continue
-        building = sweep / f".{run.name}.restoring.tmp"
-        shutil.rmtree(building, ignore_errors=True)  # what a kill during an earlier restore left
-        try:
-            building.mkdir()
-            _write_steps(run, building / "metrics.csv")
-            if run.outcomes is not None:
-                write_outcomes(building / TEST_OUTCOMES, run.outcomes)
-            if run.val_outcomes:
-                _write_val_outcomes(run, building / VAL_OUTCOMES)
-            summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
-            # Written last: it marks the job finished.
-            atomic_write_text(building / "test_summary.json", json.dumps(summary, indent=1) + "\n")
-            os.replace(building, folder)  # `folder` is absent or an empty folder, which the rename replaces
-        except BaseException:
-            shutil.rmtree(building, ignore_errors=True)
-            raise
+        summary = {"arm": run.arm, "seed": run.seed, "restored_from": str(summary_path), **run.test}
+        # `folder` is absent or an empty folder here, which the rename replaces
+        publish_folder(folder, partial(_write_restored, run, summary), scratch="restoring")
         written.append(folder)
     return written

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,21 +200,12 @@ def write_json(numbers: dict, path: Path) -> Path:
 
 
 def write_chart(numbers: dict, out: Path) -> tuple[Path, Path]:
-    """<out>.json and <out>.png, both drawn in memory first, written to temp siblings, then renamed one after the
-    other: a full disk or a failed drawing leaves the earlier pair as it was, never a new JSON beside an old PNG."""
-    from agentcredit.records import atomic_write_bytes
+    """<out>.json and <out>.png, both drawn in memory first, then replaced together: a full disk or a failed
+    drawing leaves the earlier pair as it was, never a new JSON beside an old PNG."""
+    from agentcredit.records import replace_together
 
-    files = {out.with_suffix(".json"): json_text(numbers).encode("utf-8"), out.with_suffix(".png"): chart_png(numbers)}
-    staged = {}
-    try:
-        for path, data in files.items():
-            staged[path] = atomic_write_bytes(path.with_name(f".{path.name}.new.tmp"), data)
-        for path, temp in staged.items():
-            os.replace(temp, path)
-    finally:
-        for temp in staged.values():
-            temp.unlink(missing_ok=True)  # only those not renamed are still there
-    return tuple(files)
+    return replace_together({out.with_suffix(".json"): json_text(numbers).encode("utf-8"),
+                             out.with_suffix(".png"): chart_png(numbers)})
 
 
 def _arm_colours(numbers: dict) -> dict[str, tuple]:

@@ -29,9 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentcredit.analysis.comparison import VerdictSettings, export_runs, markdown_report, plot_learning_curves, read_runs
+from agentcredit.analysis.comparison import VerdictSettings, export_runs, learning_curves_png, markdown_report, read_runs
 from agentcredit.analysis.comparison_runs import first_of_each, unmatched_questions
-from agentcredit.records import atomic_write_text, check_output_path
+from agentcredit.records import check_output_path, replace_together
 
 
 def shown(text: str) -> str:
@@ -75,32 +75,21 @@ def check_outputs(args) -> bool:
 
 
 def write_report(out: Path, report: str, runs) -> tuple[Path, Path]:
-    """compare.md and learning_curves.png into `out`, together: each is written whole beside its place, then
-    both are renamed into place, so a full disk or a kill while they are made leaves the older pair as it was
-    (never a new report beside an older picture) and no temporary file behind."""
-    final = (out / "compare.md", out / "learning_curves.png")
+    """compare.md and learning_curves.png into `out`, replaced together (records.replace_together): a full disk or
+    a kill while they are made leaves the older pair as it was (never a new report beside an older picture), no
+    temporary file behind, and no folder this call made."""
+    contents = {out / "compare.md": report.encode("utf-8"), out / "learning_curves.png": learning_curves_png(runs)}
     made = [folder for folder in (out, *out.parents) if not folder.exists()][::-1]
-    staged: list[Path] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for path in final:
-            fd, name = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".new")
-            os.close(fd)
-            staged.append(Path(name))
-        atomic_write_text(staged[0], report)
-        plot_learning_curves(runs, staged[1])
-        for temp, path in zip(staged, final):
-            os.replace(temp, path)
+        return replace_together(contents)
     except BaseException:
-        for temp in staged:
-            temp.unlink(missing_ok=True)
         for folder in reversed(made):
             try:
                 folder.rmdir()
             except OSError:
                 pass
         raise
-    return final
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,10 +14,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +23,7 @@ from agentcredit.env.corpus import Corpus
 from agentcredit.env.types import Document
 from agentcredit.common.paths import cache_dir as default_cache_root
 from agentcredit.common.paths import stable_hash
-from agentcredit.records import atomic_write_bytes, new_dir_mode
+from agentcredit.records import atomic_write_bytes, publish_folder
 
 RETRIEVER_KINDS = ("dense", "bm25")
 # Page titles are the queries a searcher sends most (the oracle always does, a trained policy mostly),
@@ -86,9 +83,8 @@ class DenseRetriever:
             self.index = faiss.IndexFlatIP(vectors.shape[1])
             self.index.add(vectors)
             self.passage_doc = np.asarray(owners, dtype=np.int64)
-            self._save(root, {"corpus_hash": corpus.hash, "embedder": self.embedder.identity,
-                              "lines_per_passage": lines_per_passage, "passages": len(texts),
-                              "documents": len(corpus)})
+            self._save({"corpus_hash": corpus.hash, "embedder": self.embedder.identity,
+                        "lines_per_passage": lines_per_passage, "passages": len(texts), "documents": len(corpus)})
 
         self.title_vectors = self._title_table() if len(corpus) <= TITLE_TABLE_MAX_DOCS else {}
 
@@ -111,21 +107,21 @@ class DenseRetriever:
         vec = self.title_vectors.get(query)
         return vec if vec is not None else self.embedder.embed_query(query)
 
-    def _save(self, root: Path, meta: dict) -> None:
+    def _save(self, meta: dict) -> None:
         faiss = import_faiss()
 
-        # Write to a private directory, then rename: a concurrent builder (another rank, another
-        # test) never sees a half-written index, and whichever rename lands first wins.
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{self.cache_key}-", dir=root))
-        tmp.chmod(new_dir_mode())  # mkdtemp makes it private whatever the umask; a shared cache should not be
-        faiss.write_index(self.index, str(tmp / "index.faiss"))
-        np.save(tmp / "passage_doc.npy", self.passage_doc)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        def write(folder: Path) -> None:
+            faiss.write_index(self.index, str(folder / "index.faiss"))
+            np.save(folder / "passage_doc.npy", self.passage_doc)
+            (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+
+        # Built in a private folder, then renamed: a concurrent builder (another rank, another test) never sees
+        # a half-written index, and whichever rename lands first wins.
         try:
-            os.rename(tmp, self.index_dir)
+            publish_folder(self.index_dir, write)
         except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if not (self.index_dir / "index.faiss").is_file():
+                raise
 
     def prefetch(self, queries: list[str]) -> None:
         """Embed queries that are about to be searched together in one batch (results unchanged)."""

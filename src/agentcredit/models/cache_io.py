@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from agentcredit.records import new_dir_mode
+from agentcredit.records import publish_folder
 
 
 def publish_directory(target: Path, write: Callable[[Path], None], marker: str) -> Path:
@@ -20,15 +17,9 @@ def publish_directory(target: Path, write: Callable[[Path], None], marker: str) 
     """
     if (target / marker).exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        write(scratch)
-        scratch.chmod(new_dir_mode())  # mkdtemp makes it private whatever the umask; a shared cache should not be
-        os.replace(scratch, target)
+        publish_folder(target, write)
     except OSError:
         if not (target / marker).exists():
             raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return target

@@ -20,6 +20,8 @@ from agentcredit.records.files import (
     finite_or_none,
     json_line,
     new_dir_mode,
+    publish_folder,
+    replace_together,
     safe_name,
 )
 from agentcredit.records.reading import (
@@ -38,6 +40,8 @@ __all__ = [
     "finite_or_none",
     "json_line",
     "new_dir_mode",
+    "publish_folder",
+    "replace_together",
     "parse_json",
     "read_json_record",
     "read_jsonl_records",

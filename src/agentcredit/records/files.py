@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -89,6 +91,64 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def publish_folder(target: str | Path, write: Callable[[Path], None], *, scratch: str | None = None,
+                   replace: bool = False) -> Path:
+    """Build a folder whole beside `target`, then rename it to `target`: a reader, a kill or a full disk never
+    meets a half-built `target`.
+
+    `write(folder)` fills the folder being built. `scratch` names it `.<target>.<scratch>.tmp`, a name a later
+    call (or a reader passing hidden folders over) can recognise after a kill; None makes a private unique one,
+    for writers that may race (the first rename wins; the caller decides whether a lost race is an error).
+    Without `replace` the rename takes `target` only where it is absent or an empty folder (else OSError).
+    With `replace` an existing `target` moves to `.<target>.old.tmp` first and is deleted after the rename,
+    or put back if the rename fails. Whatever fails removes the folder being built and raises; `target` stays
+    as it was."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if scratch is None:
+        building = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        # mkdtemp makes it private whatever the umask; a shared folder should not be
+        building.chmod(new_dir_mode())
+    else:
+        building = target.with_name(f".{target.name}.{scratch}.tmp")
+        shutil.rmtree(building, ignore_errors=True)  # what a killed earlier build left
+        building.mkdir()
+    old = target.with_name(f".{target.name}.old.tmp")
+    if replace:
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        write(building)
+        if replace and (target.exists() or target.is_symlink()):
+            os.replace(target, old)
+        os.replace(building, target)
+    except BaseException:
+        if replace and old.exists() and not target.exists():
+            os.replace(old, target)  # the swap itself failed: the previous folder goes back
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    if replace:
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(target.parent)
+    return target
+
+
+def replace_together(contents: dict[Path, bytes]) -> tuple[Path, ...]:
+    """Replace several files that belong together (a report and its picture): each is written whole to a hidden
+    sibling first, then all are renamed into place one after another, so a full disk while writing leaves the
+    earlier set as it was (never a new report beside an older picture) and no temporary file behind."""
+    staged: dict[Path, Path] = {}
+    try:
+        for path, data in contents.items():
+            path = Path(path)
+            staged[path] = atomic_write_bytes(path.with_name(f".{path.name}.new.tmp"), data)
+        for path, temp in staged.items():
+            os.replace(temp, path)
+    finally:
+        for temp in staged.values():
+            temp.unlink(missing_ok=True)  # only those not renamed are still there
+    return tuple(staged)
 
 
 def finite_or_none(value):

@@ -34,7 +34,6 @@ compresses (6% with zstd -19); each `save` of a job adds that much to the reposi
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import urllib.parse
 from collections.abc import Callable
@@ -45,7 +44,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcredit.common.checkpoint_file import CheckpointError, read_checkpoint
-from agentcredit.records import RecordError, atomic_write_bytes, atomic_write_text, read_json_record, safe_name
+from agentcredit.records import (
+    RecordError,
+    atomic_write_bytes,
+    atomic_write_text,
+    publish_folder,
+    read_json_record,
+    safe_name,
+)
 from agentcredit.records.metrics import read_steps_rows
 
 # test_summary.json: a training job's held-out test ran (lit/run_folder.FINISHED_MARK); tune_summary.json: a
@@ -153,12 +159,8 @@ def _copy_job(job: Path, files: list[Path], target: Path, step: int) -> None:
     """Copy `files` of `job` to a fresh folder beside `target`, then swap it in for `target`. Whatever fails
     (a full disk) leaves `target` as it was and removes the folder being built; only a kill can leave it, and
     the next `save` of the job removes it (.gitignore keeps it out of a commit meanwhile)."""
-    building = target.with_name(f".{target.name}.building.tmp")
-    old = target.with_name(f".{target.name}.old.tmp")
-    for leftover in (building, old):
-        shutil.rmtree(leftover, ignore_errors=True)
-    try:
-        building.mkdir(parents=True)
+
+    def write(building: Path) -> None:
         listed = []
         for rel in files:
             (building / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -166,15 +168,8 @@ def _copy_job(job: Path, files: list[Path], target: Path, step: int) -> None:
             listed.append(CarriedFile(path=rel.as_posix(), bytes=(building / rel).stat().st_size,
                                       sha256=_sha256(building / rel)))
         atomic_write_text(building / MANIFEST, Manifest(step=step, files=listed).model_dump_json(indent=1) + "\n")
-        if target.exists():
-            os.replace(target, old)
-        os.replace(building, target)
-    except BaseException:
-        if old.exists() and not target.exists():
-            os.replace(old, target)  # the swap itself failed: the previous carry goes back
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+
+    publish_folder(target, write, scratch="building", replace=True)
 
 
 def _stopped(error: OSError, name: str, target: Path) -> OSError:
