@@ -191,10 +191,25 @@ def test_a_difference_over_fewer_seeds_than_the_reference_names_them_ties_and_th
     assert "| 4 | one | 1 seed × 20 questions: seed 1, where budget_grpo scored 60.0 |" in report
     assert "| 0/1, 1 tied | – |" in report
     assert "| two | 57.5 [" in report and "2 seeds × 20 questions | 2 seeds × 20 questions | 7.5 [" in report
-    assert ("Holm across the 1 of the 2 arms compared with budget_grpo that have a paired t p (two seeds or more); "
-            "the others have no test and can only be inconclusive") in report
+    assert ("Holm across the 1 of the 2 arms compared with budget_grpo that have a paired t p (two paired seeds or "
+            "more whose differences vary); the others have no test and can only be inconclusive") in report
     assert "Holm across the arms within each that have a paired t p" in report
     assert "(S − 1)/S of the seed-to-seed variance" in report
+
+
+def test_a_difference_over_fewer_seeds_than_the_arm_ran_names_them_and_both_sides_scores_on_them():
+    # the reference ran seeds 0 and 1 (40%, 60%); "three" ran seeds 0-2 (50%, 70%, 20%: its row reads 46.7%), so
+    # its difference pairs over seeds 0 and 1 only: 60% there against the reference's 50%, +10 points
+    runs = [_run("budget_grpo", 0, {4: 0.40}), _run("budget_grpo", 1, {4: 0.60}),
+            _run("three", 0, {4: 0.50}), _run("three", 1, {4: 0.70}), _run("three", 2, {4: 0.20})]
+    settings = VerdictSettings(n_boot=200)
+    found = {c.arm: c for c in verdicts(runs, settings)[None]}
+    assert found["three"].paired_seeds == (0, 1) and found["three"].diff == pytest.approx(10.0)
+    report = markdown_report(runs, settings)
+    assert "| three | 46.7 [" in report
+    assert ("| 2 seeds × 20 questions: seeds 0, 1, where budget_grpo scored 50.0 and three 60.0 (of its 3 seeds) "
+            "| 10.0 [") in report
+    assert "| 4 | three | 2 seeds × 20 questions: seeds 0, 1, where budget_grpo scored 50.0 and three 60.0" in report
 
 
 def test_records_travel_through_export_and_restore(tmp_path):

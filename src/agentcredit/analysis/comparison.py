@@ -288,15 +288,19 @@ def _signed_cell(c: Comparison) -> str:
     return f"{c.diff:+.1f}{ci} points"
 
 
-def _paired_over(c: Comparison, reference: str, reference_seeds: int) -> str:
-    """What a difference pairs over; when that is fewer seeds than the reference ran, which seeds, and the
-    reference's accuracy on them (its row gives its mean over all its seeds, which the difference is not
-    taken from)."""
-    if not c.paired_seeds or len(c.paired_seeds) >= reference_seeds or c.reference_mean is None:
+def _paired_over(c: Comparison, reference: str, reference_seeds: int, arm_seeds: int) -> str:
+    """What a difference pairs over; when that is fewer seeds than the reference or the arm ran, which seeds and
+    the reference's accuracy on them (its row gives its mean over all its seeds, which the difference is not
+    taken from), and the arm's too where the arm ran seeds the difference leaves out."""
+    paired = len(c.paired_seeds)
+    if not paired or paired >= max(reference_seeds, arm_seeds) or c.reference_mean is None:
         return c.resampled()
     seeds = ", ".join(str(seed) for seed in sorted(c.paired_seeds))
-    return (f"{c.resampled()}: seed{'s' if len(c.paired_seeds) != 1 else ''} {seeds}, where {reference} "
+    text = (f"{c.resampled()}: seed{'s' if paired != 1 else ''} {seeds}, where {reference} "
             f"scored {_num(c.reference_mean)}")
+    if paired < arm_seeds:  # its row's mean includes seeds the reference did not run
+        text += f" and {c.arm} {_num(c.reference_mean + c.diff)} (of its {arm_seeds} seeds)"
+    return text
 
 
 def _wins(c: Comparison) -> str:
@@ -305,13 +309,13 @@ def _wins(c: Comparison) -> str:
 
 
 def _holm_family(family: list[Comparison], reference: str) -> str:
-    """Which arms Holm's correction ran across: those with a paired t p (two seeds or more whose differences
-    vary); an arm without one has no test to correct and can only be inconclusive."""
+    """Which arms Holm's correction ran across: those with a paired t p (two paired seeds or more whose
+    differences vary); an arm without one has no test to correct and can only be inconclusive."""
     tested = sum(c.t_p is not None for c in family)
     if tested == len(family):
         return f"Holm across the {len(family)} arms compared with {reference}"
     return (f"Holm across the {tested} of the {len(family)} arms compared with {reference} that have a paired t p "
-            "(two seeds or more); the others have no test and can only be inconclusive")
+            "(two paired seeds or more whose differences vary); the others have no test and can only be inconclusive")
 
 
 def verdict_summary(found: dict[int | None, list[Comparison]], reference: str, margin: float) -> list[str]:
@@ -364,7 +368,8 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         auc = paired(arm_runs, arms[reference], "reward_auc")
         auc_cell = "–" if auc is None else _fmt((auc["mean"], auc["ci"]), 3)
         detectable = "–" if c.detectable is None else f"{c.detectable:.1f}"
-        lines.append(f"| {arm} | {accuracy} | {_paired_over(c, reference, reference_seeds)} | {_cell(c.diff, c.ci)} | "
+        over = _paired_over(c, reference, reference_seeds, len(arm_runs))
+        lines.append(f"| {arm} | {accuracy} | {over} | {_cell(c.diff, c.ci)} | "
                      f"{_interval(c.ci_equivalence)} | {_wins(c)} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
     lines += verdict_summary(found, reference, s.margin)
@@ -377,7 +382,8 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
                   f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | wins | paired t p | "
                   "Holm p | TOST p, Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
         for hops, family in by_hops.items():
-            lines += [f"| {hops} | {c.arm} | {_paired_over(c, reference, reference_seeds)} | {_cell(c.diff, c.ci)} | "
+            lines += [f"| {hops} | {c.arm} | {_paired_over(c, reference, reference_seeds, len(arms[c.arm]))} | "
+                      f"{_cell(c.diff, c.ci)} | "
                       f"{_interval(c.ci_equivalence)} | {_wins(c)} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
                       f"{_p(c.tost_p_holm)} | {c.verdict} |" for c in family]
     seeds_alone = not any("questions" in r for r in resampled)
