@@ -251,7 +251,8 @@ def test_compare_refuses_a_bad_margin_in_one_line(tmp_path, capsys):
 COMMITTED = {"compare_long": ["compare_long"],
              **{name: [name] for name in ("compare", "compare_build_e", "ablations_build_e", "compare_testbed_view",
                                           "compare_long_seed1_old_split")},
-             "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"]}
+             "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"],
+             "compare_long_vs_grpo": ["compare_long", "--reference", "grpo"]}  # the verdicts against plain GRPO
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "compare_long" else [pytest.mark.slow])
@@ -264,7 +265,8 @@ def test_committed_report_regenerates_byte_for_byte(name, tmp_path):
 
     main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
     results = ROOT / "docs" / "results"
-    assert main([*(str(results / f) for f in COMMITTED[name]), "--out", str(tmp_path)]) == 0
+    argv = [a if a.startswith("-") or a == "grpo" else str(results / a) for a in COMMITTED[name]]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
     assert (tmp_path / "compare.md").read_text() == (results / name / "compare.md").read_text()
 
 

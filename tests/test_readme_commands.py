@@ -146,8 +146,8 @@ COMMANDS = {
     "hydra.sweep.dir=outputs/multirun/compare_long_gigpo_gamma1 resume=true": (SLOW, SWEEP_SHRINK + ["seed=0"]),
     "python scripts/compare.py docs/results/compare_long_gigpo_gamma1 docs/results/compare_long "
     "--out docs/results/compare_long_gigpo_gamma1": (FAST, ["--out", "{tmp}"]),
-    "python scripts/compare.py docs/results/compare_long --reference grpo "
-    "--out outputs/compare_long_vs_grpo": (FAST, ["--out", "{tmp}"]),
+    "python scripts/compare.py docs/results/compare_long --reference grpo --out docs/results/compare_long_vs_grpo":
+        (FAST, ["--out", "{tmp}"]),
     # the long base policy on the test split, on its first 2 questions (a later n= wins)
     "python scripts/evaluate.py data=testbed_long split=test n=1036 data.n_test=1036": (FAST, ["n=2"]),
     "python scripts/research/success_by_hops.py <seed 3's> <seed 4's>": (
