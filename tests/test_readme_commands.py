@@ -149,7 +149,10 @@ COMMANDS = {
     "python scripts/compare.py docs/results/compare_long --reference grpo --out docs/results/compare_long_vs_grpo":
         (FAST, ["--out", "{tmp}"]),
     # the long base policy on the test split, on its first 2 questions (a later n= wins)
-    "python scripts/evaluate.py data=testbed_long split=test n=1036 data.n_test=1036": (FAST, ["n=2"]),
+    "python scripts/evaluate.py experiment=compare_long_tuned arm=grpo_tuned split=test seed=0 "
+    "hydra.run.dir=outputs/eval/base_policy_long_test": (FAST, ["n=2"]),
+    "python scripts/compare.py docs/results/compare_long_tuned --base-policy docs/results/base_policy_long": (
+        FAST, ["--out", "{tmp}"]),
     "python scripts/research/success_by_hops.py <seed 3's> <seed 4's>": (
         "test", "tests/test_success_by_hops.py::test_pools_files_and_splits_by_the_number_of_hops"),
     # Resuming

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agentcredit.analysis.comparison_base import BasePolicy, base_policy_lines
 from agentcredit.analysis.comparison_curves import curve_lines
 from agentcredit.analysis.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
     STEP_COLUMNS,
@@ -408,7 +409,9 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     return lines
 
 
-def markdown_report(runs: list[Run], settings: VerdictSettings | None = None) -> str:
+def markdown_report(runs: list[Run], settings: VerdictSettings | None = None, base: BasePolicy | None = None) -> str:
+    """The report; with `base` (the base policy's test records, scripts/compare.py --base-policy) also each
+    arm's gain over the policy it started from."""
     settings = settings or VerdictSettings()
     arms = by_arm(runs)
     lines = ["| arm | seeds | test accuracy % (95% CI) | test format % | test tool calls | reward AUC | "
@@ -424,6 +427,8 @@ def markdown_report(runs: list[Run], settings: VerdictSettings | None = None) ->
               "over training steps (area under the curve / steps). Tokens / step: policy tokens sampled per step, "
               "continuations included. Extra tokens: continuation tokens / rollout tokens."]
     lines += verdict_lines(runs, settings)
+    if base is not None:
+        lines += base_policy_lines(arms, base, settings.alpha, settings.n_boot, settings.seed)
     lines += curve_lines(arms)  # nothing for runs that kept no validation outcomes
     lines += critic_fit_lines(arms)  # nothing unless an arm trained a learned critic
     return "\n".join(lines) + "\n"

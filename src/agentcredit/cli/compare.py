@@ -7,6 +7,7 @@ equivalent within ±m / inconclusive; overall and per hop count), learning curve
     python scripts/compare.py outputs/multirun/compare --export docs/results/compare       # small per-run summaries
     python scripts/compare.py docs/results/compare                                         # regenerate from them
     python scripts/compare.py docs/results/compare_long --reference grpo --margin 1          # another reference, margin
+    python scripts/compare.py docs/results/compare_long --base-policy docs/results/base_policy_long   # + gain over the base policy
 
 Each folder is a multirun folder (run folders with metrics.csv) or an exported one (*.summary.json and
 *.steps.csv). Writes compare.md and learning_curves.png into --out (default: the first folder) and prints
@@ -19,6 +20,8 @@ with one line (also listed under the report). The reference is budget-matched GR
 (grpo, else grpo_tuned) (--reference); the
 statistics (a bootstrap over seeds and, where runs kept test_outcomes.jsonl, questions; Holm; TOST with the
 margin --margin) are agentcredit/analysis/comparison_stats.py's. See agentcredit/analysis/comparison.py for each column.
+--base-policy names a folder with the base policy's test_outcomes.jsonl (an evaluate.py run's, on the runs' test
+questions): the report then gives each arm's gain over the policy it started from (analysis/comparison_base.py).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from agentcredit.analysis.comparison import VerdictSettings, export_runs, learning_curves_png, markdown_report, read_runs
+from agentcredit.analysis.comparison_base import read_base_policy, unmatched_base_policy
 from agentcredit.analysis.comparison_runs import first_of_each, unmatched_questions
 from agentcredit.records import check_output_path, replace_together
 
@@ -104,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.05, help="level of every test (Holm-adjusted)")
     parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples")
     parser.add_argument("--bootstrap-seed", type=int, default=0, help="the bootstrap's generator seed")
+    parser.add_argument("--base-policy", type=Path, default=None,
+                        help="folder with the base policy's test_outcomes.jsonl: adds each arm's gain over it")
     args = parser.parse_args(argv)
     try:
         return compare(parser, args)
@@ -121,6 +127,7 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
     try:
         settings.check()
         refresh = check_outputs(args)
+        base = None if args.base_policy is None else read_base_policy(args.base_policy)
     except ValueError as err:
         parser.error(shown(str(err)))
 
@@ -153,6 +160,8 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
     if settings.reference != "auto" and settings.reference not in arms:  # before anything is written
         raise SystemExit(shown(f"compare: --reference {settings.reference}: no run of that arm; the runs' arms are "
                                f"{', '.join(arms)}"))
+    if base is not None and (why := unmatched_base_policy(base, runs)):  # before anything is written
+        raise SystemExit(shown(f"compare: {why}"))
     if args.export is not None:
         kept: list[str] = []
         try:
@@ -166,7 +175,7 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
             print(f"[compare] {shown(line)}", file=sys.stderr)
         print(shown(f"[compare] exported {len(written)} run summaries to {args.export}"))
     out = args.out or args.export or args.folders[0]
-    report = markdown_report(runs, settings)
+    report = markdown_report(runs, settings, base)
     if warnings:
         report += "\nLeft out of this comparison:\n\n" + "".join(f"- {line}\n" for line in warnings)
     try:
