@@ -23,9 +23,13 @@ def test_outcome_mean_centred():
 
 @pytest.mark.parametrize("scale", ["std", "none"])
 def test_all_equal_rewards_give_zero(scale):
-    # 1.1 is inexact in float32, so σ is rounding noise, not exactly 0
-    assert outcome_advantages(torch.full((8,), 1.1), scale).tolist() == [0.0] * 8
-    assert outcome_advantages(torch.tensor([0.7]), scale).tolist() == [0.0]
+    # Eight format-only answers (0.1 each): in float32 their σ is rounding noise, 7.45e-9, not 0, and R − mean
+    # is −7.45e-9; divided by that σ it would be ±1. STD_TOLERANCE reads it as no spread: no credit.
+    format_only = torch.full((8,), 0.1)
+    assert 0 < format_only.std(correction=0).item() < 1e-8  # the premise: the noise is there
+    assert outcome_advantages(format_only, scale).tolist() == [0.0] * 8
+    assert outcome_advantages(torch.full((8,), 1.1), scale).tolist() == [0.0] * 8  # σ exactly 0
+    assert outcome_advantages(torch.tensor([0.7]), scale).tolist() == [0.0]  # a group of one
 
 
 def test_outcome_rejects_bad_input():

@@ -60,11 +60,16 @@ def test_separate_normalisation_takes_gains_and_outcomes_apart():
 
 
 def test_a_set_without_spread_normalises_to_zero():
-    # 0.1 three times (σ ≈ 1e-9 in float32 rounding): no signal, not rounding noise blown up to ±1
+    # Exactly equal values: σ = 0.
     ra, rb = normalise_group_rewards([torch.tensor([0.0, 0.1]), torch.tensor([0.1])], "separate")
     assert ra.tolist() == [0.0, 0.0] and rb.tolist() == [0.0]
-    ra, rb = normalise_group_rewards([torch.tensor([0.1, 0.1]), torch.tensor([0.1])], "joint")
-    assert ra.tolist() == [0.0, 0.0] and rb.tolist() == [0.0]
+    # 0.1 seven or eight times: in float32 σ is rounding noise (7.45e-9), not 0; read as no spread, not
+    # blown up to ±1. Joint: the seven values of both rollouts; separate: the eight outcomes (the gains are 0).
+    assert 0 < torch.full((7,), 0.1).std(correction=0).item() < 1e-8  # the premise
+    ra, rb = normalise_group_rewards([torch.full((4,), 0.1), torch.full((3,), 0.1)], "joint")
+    assert ra.tolist() == [0.0] * 4 and rb.tolist() == [0.0] * 3
+    rewards = normalise_group_rewards([torch.tensor([0.0, 0.1])] * 8, "separate")
+    assert [r.tolist() for r in rewards] == [[0.0, 0.0]] * 8
 
 
 def test_discounted_sum_of_later_rewards():

@@ -48,8 +48,10 @@ def test_no_tool_turn_gives_empty_credits():
 
 
 def test_rejects_probabilities_and_non_finite_scores():
-    with pytest.raises(ValueError, match="must be <= 0"):
+    with pytest.raises(ValueError, match=r"must be below eps=0.1 \(they are <= 0; got max 0.9\)"):
         td_credits(torch.tensor([0.3, 0.9]), eps=0.1)
+    # A value in (0, ε), float error's reach: d_0 = −0.05 + 0.1 = 0.05, d_1 = 1.1; δ_0 = log(0.05/1.1) = −3.0910
+    assert td_credits(torch.tensor([0.05, -1.0], **f64), eps=0.1).tolist() == pytest.approx([-3.0910425])
     with pytest.raises(ValueError, match="inf/nan"):
         td_credits(torch.tensor([-float("inf"), -1.0]), eps=0.1)
     with pytest.raises(ValueError, match="transform must be one of"):

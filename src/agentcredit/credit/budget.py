@@ -9,9 +9,12 @@ as a ProVer run spends on its boundary continuations. ``credit=budget-grpo`` (co
 ``credit=grpo`` with ``extra_rollouts: 2``; it is not a credit method of its own. The orchestrator reads the
 knobs (``lit.credit_inputs.extra_rollouts``) and widens the groups, whatever the method.
 
-Departure: ProVer matches its runs' realised budget with two phase-specific group sizes over 100
+Departures: ProVer matches its runs' realised budget with two phase-specific group sizes over 100
 steps; here one number holds for the whole run, either given or derived from a ProVer run's logged
-``credit/extra_tokens`` and ``credit/group_tokens`` (``matched_extra_rollouts``).
+``credit/extra_tokens`` and ``credit/group_tokens`` (``matched_extra_rollouts``). That derivation matches
+tokens, where ProVer matches the number of rollouts: a continuation starts mid-rollout and is shorter than a
+rollout, so it adds fewer rollouts than counting continuations would. And ``credit=budget-grpo`` keeps GRPO's
+σ-scaled advantage, where ProVer's control uses its eq. 1, R − mean R (``credit.outcome_scale=none``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ ANSWER_TAIL_RULES = ("group_mean", "none")
 def td_credits(mean_logprobs: Tensor, eps: float, transform: str = "log_ratio") -> Tensor:
     """One-step credit δ_k for the transitions S_k → S_{k+1}, k = 0..T−1.
 
-    mean_logprobs: (T+1,) ℓ̄_0..ℓ̄_T, each ≤ 0. Returns (T,).
+    mean_logprobs: (T+1,) ℓ̄_0..ℓ̄_T, mean log-probabilities (≤ 0). Returns (T,). Refused where a gap
+    d_k = −ℓ̄_k + ε is not positive (ℓ̄_k ≥ ε: probabilities passed, not log-probabilities); a value in (0, ε),
+    which a log-probability can only reach by float error, is kept, since d_k stays positive and the credit defined.
     transform: "log_ratio" log(d_k/d_{k+1}) (eq. 7); "raw" ℓ̄_{k+1} − ℓ̄_k; "linear" (ℓ̄_{k+1} − ℓ̄_k)/d_k
     (Appendix A.2, "remaining gap"). eps > 0 is checked once, when a job starts (credit.config).
     """
@@ -50,8 +52,8 @@ def td_credits(mean_logprobs: Tensor, eps: float, transform: str = "log_ratio") 
         raise ValueError("mean_logprobs contain inf/nan; the reference scorer must return finite mean log-probabilities")
     gaps = -mean_logprobs + eps  # (T+1,) d_k
     if (gaps <= 0).any():
-        raise ValueError(f"mean log-probabilities must be <= 0 (got max {mean_logprobs.max().item():.4g}); "
-                         "pass log-probabilities, not probabilities")
+        raise ValueError(f"mean log-probabilities must be below eps={eps:g} (they are <= 0; got max "
+                         f"{mean_logprobs.max().item():.4g}); pass log-probabilities, not probabilities")
     raw = mean_logprobs[1:] - mean_logprobs[:-1]  # (T,)
     if transform == "raw":
         return raw
