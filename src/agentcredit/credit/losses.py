@@ -3,7 +3,9 @@
 ``clipped_surrogate`` is the negative of TRACE eq. 12 (PPO-style clip with asymmetric bounds
 c− = 0.2, c+ = 0.28). ``aggregate`` turns per-token values into one number:
 - ``"token-mean"``: mean over every policy token of the batch (long rollouts weigh more). This is
-  what TRACE's runs used ("Loss accounting: per-token loss", Appendix A.1).
+  what TRACE's runs used ("Loss accounting: per-token loss", Appendix A.1). The training step weights each
+  batch's mean by its share of the step's tokens over every process (lit/update.py ``step_denominators``),
+  so the step's loss is one token-mean across update batches and processes.
 - ``"seq-mean-token-mean"``: mean over each sequence's tokens, then over sequences. For a batch of
   prompt groups of equal size G this equals eq. 12's (1/G) Σ_g (1/|I_g|) Σ_t, averaged over groups.
 

@@ -28,7 +28,7 @@ from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
 from agentcredit.lit.question_outcomes import question_record, save_outcomes
 from agentcredit.lit.credit_samples import append_credit_samples, credit_sample_records
-from agentcredit.lit.update import UpdateBatching, UpdateTally, advantage_rows
+from agentcredit.lit.update import UpdateBatching, UpdateTally, advantage_rows, step_denominators
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
@@ -200,10 +200,13 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         optimizer = self.optimizers()
         optimizer.zero_grad(set_to_none=True)
         trained = self._rollouts_to_train(advantages)
-        step = UpdateTally(total_tokens=sum(t.num_policy_tokens for t in trajectories),
+        total_tokens = sum(t.num_policy_tokens for t in trajectories)
+        loss_tokens, loss_rollouts = step_denominators(total_tokens, len(trajectories), self._world_size, self.device)
+        step = UpdateTally(total_tokens=total_tokens,
                            trained_tokens=sum(trajectories[i].num_policy_tokens for i in trained),
                            trained_rollouts=len(trained), rollouts=len(trajectories),
-                           token_mean=self.credit.loss.get("loss_agg", "token-mean") == "token-mean")
+                           token_mean=self.credit.loss.get("loss_agg", "token-mean") == "token-mean",
+                           loss_tokens=loss_tokens, loss_rollouts=loss_rollouts)
         kept = [trajectories[i] for i in trained]
         for batch_indices, plan in self.update_batches(kept):
             indices = [trained[i] for i in batch_indices]

@@ -43,11 +43,27 @@ def _has_active_dropout(model) -> bool:
 
 
 
+def step_denominators(tokens: int, rollouts: int, world_size: int, device: torch.device | str = "cpu") -> tuple:
+    """The step's policy tokens and rollouts summed over every process and divided by the number of processes:
+    what each process's batch shares are taken of, so that the loss is a token-mean (or rollout-mean) over the
+    whole step, not over each process's part. DDP and FSDP average the processes' gradients, so a batch of n
+    tokens weighted n / (all tokens / world) adds exactly its tokens' share of the step's mean; divided by its own
+    process's total instead, a process that drew fewer tokens would weigh each of them more. One process (or no
+    process group): the counts unchanged."""
+    if world_size == 1 or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return tokens, rollouts
+    totals = torch.tensor([tokens, rollouts], dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(totals)  # sum over processes
+    every_tokens, every_rollouts = (float(x) / world_size for x in totals.tolist())
+    return every_tokens, every_rollouts
+
+
 @dataclass
 class UpdateTally:
     """The step's loss and diagnostics, summed over its update batches. The loss is token-mean over the whole
     step, not per batch: each batch counts with its share of the step's policy tokens (or of its rollouts under
-    another loss_agg); diagnostics average over the tokens the update ran on."""
+    another loss_agg), taken over every process's (`step_denominators`: `loss_tokens`, `loss_rollouts`; this
+    process's own counts when not given); the logged loss and the diagnostics average over this process's."""
 
     total_tokens: int
     trained_tokens: int
@@ -56,11 +72,21 @@ class UpdateTally:
     token_mean: bool
     forward_tokens: int = 0
     sums: dict = field(default_factory=dict)
+    loss_tokens: float | None = None  # every process's policy tokens / world size (None: total_tokens)
+    loss_rollouts: float | None = None  # every process's rollouts / world size (None: rollouts)
 
     def __post_init__(self):
         self.sums = {"loss": 0.0, "update/skipped_token_share": 1 - self.trained_tokens / max(self.total_tokens, 1)}
 
     def loss_share(self, loss_mask: torch.Tensor, rollouts: int) -> float:
+        """The batch's weight in the step's objective, across processes (what its loss is back-propagated with)."""
+        if self.token_mean:
+            tokens = self.total_tokens if self.loss_tokens is None else self.loss_tokens
+            return float(loss_mask.sum()) / max(tokens, 1)
+        return rollouts / (self.rollouts if self.loss_rollouts is None else self.loss_rollouts)
+
+    def local_share(self, loss_mask: torch.Tensor, rollouts: int) -> float:
+        """The batch's weight among this process's batches (what the logged loss averages with)."""
         if self.token_mean:
             return float(loss_mask.sum()) / max(self.total_tokens, 1)
         return rollouts / self.rollouts
@@ -76,7 +102,7 @@ class UpdateTally:
         stat_share = token_share if self.token_mean else rollouts / self.trained_rollouts
         for key, value in stats.items():
             self.sums[key] = self.sums.get(key, 0.0) + float(value) * stat_share
-        self.sums["loss"] += float(loss.detach()) * share
+        self.sums["loss"] += float(loss.detach()) * self.local_share(loss_mask, rollouts)
 
     def figures(self, grad_norm: torch.Tensor, kept: list[Trajectory]) -> dict:
         self.sums["grad_norm"] = float(grad_norm)
