@@ -20,7 +20,9 @@ the same state. S_0 (before the first action) is shared by the whole group.
 Filled-in details:
 - Actions: tool turn k is taken from S_k; the final (answer) turn from S_T with return R_g (the answer
   is one more transition, as in TRACE's γ^{T−k} terminal fill). A rollout without a final turn (tool
-  limit) has actions 0..T−1 only.
+  limit) has actions 0..T−1 only; their returns keep the same γ^{T−k}, as if an answer followed. That is
+  exact here because such a rollout earns R = 0 (env/reward.py: no answer, no reward), so every return is 0;
+  a reward that paid without an answer would need the episode to end at the last tool turn (γ^{T−1−k}).
 - Anchor groups of one action, and groups whose returns spread by at most ``grpo.STD_TOLERANCE``,
   give A^S = 0. F_norm is the population σ (``std``) or 1 (``none``, verl-agent's ``mean_norm``).
 """
