@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
               f"[{rho['lo']:.2f}, {rho['hi']:.2f}] ({rho['resamples_used']} of {rho['bootstrap']} resamples had "
               f"no constant variable); rests on {rho['arms']} arms")
     print(numbers["per_hop_note"])
-    print("fidelity measured, no comparison run yet: " + (", ".join(numbers["methods_without_comparison"]) or "none"))
+    print("fidelity measured, not an arm of this comparison: " + (", ".join(numbers["methods_without_comparison"]) or "none"))
     print(f"[fidelity_vs_gain] wrote {png} and {json_path}")
     return 0
 

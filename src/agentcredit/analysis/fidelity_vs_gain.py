@@ -269,7 +269,7 @@ def chart_png(numbers: dict) -> bytes:
         f"x: {numbers['fidelity_measure']}; {numbers['fidelity_source']}",
         f"y: {numbers['gain_measure']}; {numbers['comparison_source']}",
         numbers["per_hop_note"],
-        f"fidelity measured, no comparison run yet (not plotted): {missing}"))
+        f"fidelity measured, not an arm of this comparison (not plotted): {missing}"))
     legend_columns = 3
     legend_rows = math.ceil((len(colours) + (numbers["reference_fidelity"] is not None)) / legend_columns)
     # inches: the panels, then the legend, then the notes at 7 points a line
