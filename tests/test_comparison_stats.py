@@ -252,7 +252,9 @@ COMMITTED = {"compare_long": ["compare_long"],
              **{name: [name] for name in ("compare", "compare_build_e", "ablations_build_e", "compare_testbed_view",
                                           "compare_long_seed1_old_split")},
              "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"],
-             "compare_long_vs_grpo": ["compare_long", "--reference", "grpo"]}  # the verdicts against plain GRPO
+             "compare_long_vs_grpo": ["compare_long", "--reference", "grpo"],  # the verdicts against plain GRPO
+             # the tuned comparison as far as it has run (docs/tuning.md, "Across sessions"), with its gains over the base policy
+             "compare_long_tuned": ["compare_long_tuned", "--base-policy", "base_policy_long"]}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "compare_long" else [pytest.mark.slow])

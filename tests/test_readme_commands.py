@@ -288,7 +288,7 @@ COMMANDS = {
     "python train.py -m experiment=compare_long_tuned resume=true": (
         "test", "tests/test_resume_sweep.py::test_a_session_ends_mid_sweep_and_a_fresh_checkout_finishes_it_from_committed_files"),
     "python scripts/compare.py outputs/multirun/compare_long_tuned docs/results/compare_long_tuned "
-    "--export docs/results/compare_long_tuned": (
+    "--export docs/results/compare_long_tuned --base-policy docs/results/base_policy_long": (
         "test", "tests/test_compare.py::test_report_of_a_real_sweep_exports_and_regenerates"),
     "python scripts/carry.py save outputs/multirun/compare_long_tuned docs/results/carry/compare_long_tuned": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
