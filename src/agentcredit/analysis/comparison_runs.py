@@ -38,8 +38,10 @@ from agentcredit.records.outcomes import (EXPORTED_OUTCOMES, EXPORTED_VAL_OUTCOM
 from agentcredit.records.metrics import metrics_by_step
 from agentcredit.records.run import TEST_KEYS, ExportedSummary, RunSummary, read_run_config
 
-# Per-step columns kept by the export (everything compare.py reads).
-STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "rollout/generated_tokens", "rollout/policy_tokens",
+# Per-step columns kept by the export: everything compare.py reads, and the share of groups with any reward
+# spread (train/groups_with_signal) or with right and wrong answers (train/groups_mixed), which the docs quote.
+STEP_COLUMNS = ("train/reward", "train/accuracy", "val/accuracy", "train/groups_mixed", "train/groups_with_signal",
+                "rollout/generated_tokens", "rollout/policy_tokens",
                 "rollout/tool_calls", "time/step_s", "credit/accepted", "credit/verified", "credit/extra_tokens",
                 "credit/group_tokens", "credit/delta_mean", "credit/delta_std", "credit/anchor_share",
                 "credit/critic_explained_var")
