@@ -22,6 +22,7 @@ import numpy as np
 
 from agentcredit.analysis.comparison_base import BasePolicy, base_policy_lines
 from agentcredit.analysis.comparison_curves import curve_lines
+from agentcredit.analysis.comparison_format import points, points_cell, points_interval
 from agentcredit.analysis.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
     STEP_COLUMNS,
     Run,
@@ -213,18 +214,6 @@ def _p(p: float | None) -> str:
     return "–" if p is None else f"{p:.3g}"
 
 
-def _num(x: float) -> str:
-    return f"{x + 0.0:.1f}".replace("-0.0", "0.0")  # no "-0.0" for a value that rounds to zero
-
-
-def _interval(ci: tuple[float, float] | None) -> str:
-    return "–" if ci is None else f"[{_num(ci[0])}, {_num(ci[1])}]"
-
-
-def _cell(mean: float, ci: tuple[float, float] | None) -> str:
-    return _num(mean) if ci is None else f"{_num(mean)} {_interval(ci)}"
-
-
 def hop_accuracy(runs: list[Run], hops: int, s: VerdictSettings) -> tuple[float, tuple[float, float] | None, int] | None:
     """An arm's accuracy in points on the test questions of `hops` hops, its bootstrap 1 − α interval over seeds
     and those questions, and their count; None when a run kept no records or none of that hop count."""
@@ -248,7 +237,7 @@ def hop_accuracy_lines(arms: dict[str, list[Run]], s: VerdictSettings) -> list[s
         cells = []
         for h in hops:
             found = hop_accuracy(arm_runs, h, s)
-            cells.append("–" if found is None else f"{_cell(found[0], found[1])} (n={found[2]})")
+            cells.append("–" if found is None else f"{points_cell(found[0], found[1])} (n={found[2]})")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return lines
 
@@ -298,9 +287,9 @@ def _paired_over(c: Comparison, reference: str, reference_seeds: int, arm_seeds:
         return c.resampled()
     seeds = ", ".join(str(seed) for seed in sorted(c.paired_seeds))
     text = (f"{c.resampled()}: seed{'s' if paired != 1 else ''} {seeds}, where {reference} "
-            f"scored {_num(c.reference_mean)}")
+            f"scored {points(c.reference_mean)}")
     if paired < arm_seeds:  # its row's mean includes seeds the reference did not run
-        text += f" and {c.arm} {_num(c.reference_mean + c.diff)} (of its {arm_seeds} seeds)"
+        text += f" and {c.arm} {points(c.reference_mean + c.diff)} (of its {arm_seeds} seeds)"
     return text
 
 
@@ -359,7 +348,7 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     reference_seeds = len(arms[reference])
     for arm, arm_runs in arms.items():
         mean, ci, what = arm_accuracy(arm_runs, s)
-        accuracy = f"{_cell(mean, ci)}, {what}"
+        accuracy = f"{points_cell(mean, ci)}, {what}"
         if arm == reference:
             lines.append(f"| {arm} | {accuracy} | – | – | – | – | – | – | – | – | – | reference |")
             continue
@@ -370,8 +359,8 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         auc_cell = "–" if auc is None else _fmt((auc["mean"], auc["ci"]), 3)
         detectable = "–" if c.detectable is None else f"{c.detectable:.1f}"
         over = _paired_over(c, reference, reference_seeds, len(arm_runs))
-        lines.append(f"| {arm} | {accuracy} | {over} | {_cell(c.diff, c.ci)} | "
-                     f"{_interval(c.ci_equivalence)} | {_wins(c)} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
+        lines.append(f"| {arm} | {accuracy} | {over} | {points_cell(c.diff, c.ci)} | "
+                     f"{points_interval(c.ci_equivalence)} | {_wins(c)} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
     lines += verdict_summary(found, reference, s.margin)
     by_hops = {h: family for h, family in found.items() if h is not None}
@@ -384,8 +373,8 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
                   "Holm p | TOST p, Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
         for hops, family in by_hops.items():
             lines += [f"| {hops} | {c.arm} | {_paired_over(c, reference, reference_seeds, len(arms[c.arm]))} | "
-                      f"{_cell(c.diff, c.ci)} | "
-                      f"{_interval(c.ci_equivalence)} | {_wins(c)} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
+                      f"{points_cell(c.diff, c.ci)} | "
+                      f"{points_interval(c.ci_equivalence)} | {_wins(c)} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
                       f"{_p(c.tost_p_holm)} | {c.verdict} |" for c in family]
     seeds_alone = not any("questions" in r for r in resampled)
     lines += ["", ("Bootstrap over seeds alone: these runs kept no per-question test outcomes "

@@ -12,10 +12,12 @@ run-to-run spread beyond one rollout a question is not measured, and the report 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
+from agentcredit.analysis.comparison_format import points_cell
 from agentcredit.analysis.comparison_runs import Run
 from agentcredit.analysis.comparison_stats import interval
 from agentcredit.records.outcomes import TEST_OUTCOMES, OutcomeRecord, read_outcomes
@@ -27,7 +29,9 @@ class BasePolicy:
     outcomes: tuple[OutcomeRecord, ...]
     source: Path
 
+    @cached_property
     def success(self) -> dict[str, float]:
+        """Question id -> the base policy's success on it (built once: every arm and hop count reads it)."""
         return {o.id: o.success for o in self.outcomes}
 
 
@@ -72,7 +76,7 @@ def gain(runs: list[Run], base: BasePolicy, hops: int | None, level: float, n_bo
     """An arm's accuracy minus the base policy's, in points, on all questions (hops None) or those of `hops`
     hops, and its bootstrap `level` interval over the arm's seeds and those questions."""
     ids = _ids(base, hops)
-    reference = base.success()
+    reference = base.success
     diffs = np.array([[(success[i] - reference[i]) * 100.0 for i in ids]
                       for success in ({o.id: o.success for o in run.outcomes} for run in runs)])
     return float(diffs.mean()), interval(diffs, level, n_boot, seed)
@@ -81,21 +85,10 @@ def gain(runs: list[Run], base: BasePolicy, hops: int | None, level: float, n_bo
 def base_accuracy(base: BasePolicy, hops: int | None, level: float, n_boot: int,
                   seed: int) -> tuple[float, tuple[float, float] | None, int]:
     """The base policy's accuracy in points, its bootstrap interval over the questions, and their count."""
-    reference = base.success()
+    reference = base.success
     ids = _ids(base, hops)
     values = np.array([[reference[i] * 100.0 for i in ids]])
     return float(values.mean()), interval(values, level, n_boot, seed), len(ids)
-
-
-def _num(x: float, sign: bool = False) -> str:
-    text = f"{x + 0.0:+.1f}" if sign else f"{x + 0.0:.1f}"
-    return text.replace("-0.0", "0.0").replace("+0.0", "0.0")
-
-
-def _cell(mean: float, ci: tuple[float, float] | None, sign: bool = False) -> str:
-    if ci is None:
-        return _num(mean, sign)
-    return f"{_num(mean, sign)} [{_num(ci[0])}, {_num(ci[1])}]"
 
 
 def base_policy_lines(arms: dict[str, list[Run]], base: BasePolicy, alpha: float, n_boot: int, seed: int) -> list[str]:
@@ -113,11 +106,11 @@ def base_policy_lines(arms: dict[str, list[Run]], base: BasePolicy, alpha: float
     cells = []
     for hops in sets:
         mean, ci, n = base_accuracy(base, hops, level, n_boot, seed)
-        cells.append(f"{_cell(mean, ci)} (n={n:,})")
+        cells.append(f"{points_cell(mean, ci)} (n={n:,})")
     lines.append("| base policy, accuracy % | " + " | ".join(cells) + " |")
     for arm, runs in arms.items():
         seeds = len(runs)
-        gains = [_cell(*gain(runs, base, hops, level, n_boot, seed), sign=True) for hops in sets]
+        gains = [points_cell(*gain(runs, base, hops, level, n_boot, seed), sign=True) for hops in sets]
         lines.append(f"| {arm} − base policy ({seeds} seed{'s' if seeds != 1 else ''}) | " + " | ".join(gains) + " |")
     lines += ["", "The base policy was evaluated once: the intervals count its one rollout per question (resampled with "
               "the questions), not how far a repeated evaluation of it would move."]
