@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agentcredit.analysis.comparison_format import points
 from agentcredit.analysis.fidelity_vs_gain import Settings, chart_numbers, write_chart
 from agentcredit.records import check_output_path
 
@@ -71,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     for p in numbers["arms"]:
         f, g = p["fidelity"], p["gain_points"]
         fid = "no fidelity measured" if f is None else f"fidelity {f['value']:+.3f} [{f['lo']:+.3f}, {f['hi']:+.3f}]"
-        ci = "" if g["lo"] is None else f" [{g['lo']:+.1f}, {g['hi']:+.1f}]"
-        print(f"{p['arm']:>18}: {fid}; gain {g['value']:+.1f}{ci} points (bootstrap over {p['bootstrap_over']})")
+        ci = "" if g["lo"] is None else f" [{points(g['lo'], sign=True)}, {points(g['hi'], sign=True)}]"
+        print(f"{p['arm']:>18}: {fid}; gain {points(g['value'], sign=True)}{ci} points (bootstrap over {p['bootstrap_over']})")
     rho = numbers["spearman"]
     if rho["rho"] is None:
         print(f"Spearman rho: not defined with {rho['arms']} arms (needs 3)")
