@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 
 setup: $(STAMP)
 
+# float64: the tiny model's closing line then stays the same whatever order a host sums floats in (threads, SIMD
+# width), where float32's moves (docs/testbed-status.md); about 1.9x the float32 step. python train.py is float32.
 train: $(STAMP)
-	$(PY) train.py $(ARGS)
+	$(PY) train.py model.dtype=float64 $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto -m "not slow" $(ARGS)

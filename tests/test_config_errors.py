@@ -74,7 +74,11 @@ BAD = {
     "train.grad_clip=0": r"train\.grad_clip must be a number > 0, got 0",
     "train.betas=[0.9]": r"train\.betas must be two numbers in \[0, 1\)",
     "model.kind=foo": r"model\.kind must be one of",
-    "model.dtype=float8": r"model\.dtype must be one of \['float32', 'bfloat16', 'float16'\], got 'float8'",
+    "model.dtype=float8": r"model\.dtype must be one of \['float32', 'bfloat16', 'float16', 'float64'\], got 'float8'",
+    "trainer.precision=64-true": r"trainer\.precision=64-true is not supported; for float64 use model\.dtype=float64 with "
+                                 r"trainer\.precision=32-true",
+    "model.dtype=float64 trainer.precision=bf16-mixed": r"model\.dtype=float64 computes in float64 only with "
+                                                        r"trainer\.precision=32-true .*got trainer\.precision=bf16-mixed",
     "model.num_heads=3": r"model\.hidden_size must be a multiple of model\.num_heads \(3\), got 64",
     "model.vocab_size=10": r"model\.vocab_size must be an integer >= 300, got 10",
     "model.attn_implementation=flash9": r"model\.attn_implementation must be one of",
@@ -147,6 +151,8 @@ VLLM_BAD = {
                                       r"(available RAM|free RAM|memory on CUDA device 0 .*); set rollout\.vllm\.kv_cache_gib "
                                       r"to at most [\d.]+$",
     "rollout.vllm.enforce_eager=maybe": r"rollout\.vllm\.enforce_eager must be true or false, got 'maybe'",
+    "model.dtype=float64": r"rollout\.engine=vllm has no float64 engine: with model\.dtype=float64 set rollout\.vllm\.dtype=float32, "
+                           r"or use rollout\.engine=hf$",
 }
 
 

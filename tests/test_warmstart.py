@@ -80,6 +80,24 @@ def test_the_key_covers_what_the_base_policy_depends_on_and_no_rl_setting(setup)
     assert len(keys) == len(BASE_SETTINGS) and key not in keys
 
 
+def test_a_float64_run_starts_from_the_float32_policy_and_never_builds_one_under_its_key(setup, tmp_path, monkeypatch):
+    import agentcredit.testbed.base_policy as bp
+    from agentcredit.common.configs import ConfigError
+
+    cfg, components = setup
+    double = compose_config([*TINY, *SMALL_WORLD, "model.dtype=float64"])
+    assert bp.base_policy_key(base_policy_settings(double), components) == bp.base_policy_key(base_policy_settings(cfg), components)
+    assert bp.base_policy_key(base_policy_settings(compose_config([*TINY, *SMALL_WORLD, "model.dtype=bfloat16"])),
+                              components) != bp.base_policy_key(base_policy_settings(cfg), components)
+    monkeypatch.setattr(bp, "SHIPPED", tmp_path / "none")
+    monkeypatch.setenv("AGENTCREDIT_CACHE", str(tmp_path / "cache"))
+    rebuild = compose_config([*TINY, *SMALL_WORLD, "model.dtype=float64", "warmstart.rebuild=true"])
+    with pytest.raises(ConfigError, match=r"^the base policy is built in float32 and float64 runs upcast it: .*model\.dtype=float32`$"):
+        bp.ensure_base_policy(base_policy_settings(rebuild), components, progress=False)
+    key = bp.base_policy_key(base_policy_settings(cfg), components)
+    assert not (tmp_path / "cache" / "base_policy" / key).exists()  # nothing written under the float32 key
+
+
 SHORT_BUILD = ["warmstart.episodes=6", "warmstart.steps=3", "warmstart.window_steps=2", "warmstart.window_mix=2",
                "warmstart.batch_size=2", "warmstart.window_batch_size=4", "warmstart.aux_worlds=0", "warmstart.warmup_steps=1"]
 

@@ -19,9 +19,10 @@ from agentcredit.world.config import MAX_HOPS, TEMPLATES, WorldConfig
 # Lightning's accepted `precision` values (lightning.fabric.connector._PRECISION_INPUT).
 PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
               "32-true", "64-true", "64", "32", "16", "bf16")
+DOUBLE_PRECISIONS = ("64-true", "64")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
 RETRIEVERS = ("dense", "bm25")
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "float64")
 ATTENTION = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
 SYSTEM_PROMPTS = ("compact", "full")
 
@@ -201,6 +202,11 @@ def check_trainer(trainer: Mapping) -> None:
     p = "trainer."
     need_int(trainer, "max_steps", p, low=1, also=(-1,), required=False)
     need_choice(trainer, "precision", p, PRECISIONS + tuple(int(x) for x in ("16", "32", "64")), required=False)
+    if str(trainer.get("precision")) in DOUBLE_PRECISIONS:
+        # Lightning's double-precision plugin converts every batch, and refuses the frozen records a batch
+        # holds here; float64 comes from the weights instead, which the 32-true plugin leaves as they are.
+        raise ValueProblem(f"trainer.precision={trainer['precision']} is not supported; for float64 use "
+                           "model.dtype=float64 with trainer.precision=32-true")
     need_choice(trainer, "accelerator", p, ACCELERATORS, required=False)
     devices = trainer.get("devices", "auto")
     ok = devices in ("auto", -1, "-1") or (_is_int(devices) and devices >= 1) or \
@@ -337,6 +343,10 @@ def check_combinations(cfg: Mapping) -> None:
         raise ValueProblem(f"trainer.limit_val_batches={limit} counts calls of data.val_batches_per_call={per_call} "
                            "batches each, not batches of questions; set it to 1.0 (all) or 0 (none) and choose the "
                            "questions with data.n_val")
+    precision = str(trainer.get("precision", "32-true"))
+    if model.get("dtype") == "float64" and precision not in ("32-true", "32"):
+        raise ValueProblem(f"model.dtype=float64 computes in float64 only with trainer.precision=32-true (which leaves "
+                           f"the weights' dtype as it is), got trainer.precision={precision}")
     if model.get("warm_start") and model.get("kind") != "tiny" and data.get("corpus_path") is not None:
         raise ValueProblem(f"model.warm_start must be false for model={model.get('kind')} on your own data: the warm "
                            "start plays oracle episodes, which only the synthetic world has (the tiny model on your "

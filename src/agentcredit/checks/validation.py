@@ -145,6 +145,9 @@ def validate_config(cfg: DictConfig) -> None:
         _check_rollout_memory(cfg, credit)
         if rollout.engine == "vllm":
             _check_kv_cache_fits(vllm_settings(rollout.vllm), plain(cfg.model), rollout.max_context_tokens)
+            _require(vllm_settings(rollout.vllm).dtype is not None or cfg.model.get("dtype") != "float64",
+                     "rollout.engine=vllm has no float64 engine: with model.dtype=float64 set rollout.vllm.dtype=float32, "
+                     "or use rollout.engine=hf")
         if "warmstart" in cfg:
             WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:

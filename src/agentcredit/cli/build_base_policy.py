@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.model.kind != "tiny" or not cfg.model.warm_start:
         print("config error: the base policy is built for model=tiny with model.warm_start=true", file=sys.stderr)
         return 2
+    if cfg.model.get("dtype") == "float64":  # its key is the float32 policy's (testbed/base_policy.py)
+        print("config error: the base policy is built in float32 (float64 runs upcast it): leave out model.dtype=float64",
+              file=sys.stderr)
+        return 2
     components = build_components(cfg, progress=not args.quiet, base_policy=False)
     settings = base_policy_settings(cfg)
     key = base_policy_key(settings, components)

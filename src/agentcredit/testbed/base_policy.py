@@ -34,6 +34,7 @@ INFO = "info.json"
 REBUILD_COMMAND = "python scripts/build_base_policy.py"
 # Bump when the warm-start recipe changes in a way the settings do not show.
 RECIPE_VERSION = 3
+FLOAT64 = "float64"
 MODEL_KEYS_NOT_IN_KEY = ("lora", "reference", "rl_lr", "init_path", "warm_start", "answer_note")
 WARMSTART_KEYS_NOT_IN_KEY = ("rebuild", "checkpoint_every")
 
@@ -55,6 +56,8 @@ class BasePolicySettings:
 
 def base_policy_key(settings: BasePolicySettings, components) -> str:
     model = {k: v for k, v in settings.model.items() if k not in MODEL_KEYS_NOT_IN_KEY}
+    if model.get("dtype") == FLOAT64:  # the float32-built policy, upcast exactly: the same weights, the same key
+        model["dtype"] = "float32"
     warmstart = {k: v for k, v in settings.warmstart.items() if k not in WARMSTART_KEYS_NOT_IN_KEY}
     if warmstart.get("init_from"):  # the policy started from, by its own key: wherever it lies, rebuilt means new
         warmstart["init_from"] = (read_info(init_folder(warmstart["init_from"])) or {}).get("key")
@@ -121,6 +124,9 @@ def ensure_base_policy(settings: BasePolicySettings, components, progress: bool 
         raise BasePolicyMissing(
             f"{why} (key {key[:12]}, shipped {str((shipped or {}).get('key'))[:12]}): build it once with "
             f"`{REBUILD_COMMAND} <the same overrides>` or add warmstart.rebuild=true to build it into the cache")
+    if settings.model.get("dtype") == FLOAT64:  # it would be cached under the float32 key (above)
+        raise BasePolicyMissing(f"the base policy is built in float32 and float64 runs upcast it: build it once with "
+                                f"`{REBUILD_COMMAND} <the same overrides> model.dtype=float32`")
     print(f"[agentcredit] building the tiny testbed's base policy (once; cached in {folder})", flush=True)
     info = build_base_policy(settings, components, progress, checkpoint_folder=folder)
     save_base_policy(components.policy, components.tokenizer, {**info, "key": key}, folder)
