@@ -75,8 +75,13 @@ BAD = {
     "train.betas=[0.9]": r"train\.betas must be two numbers in \[0, 1\)",
     "model.kind=foo": r"model\.kind must be one of",
     "model.dtype=float8": r"model\.dtype must be one of \['float32', 'bfloat16', 'float16', 'float64'\], got 'float8'",
-    "trainer.precision=64-true": r"trainer\.precision=64-true is not supported; for float64 use model\.dtype=float64 with "
-                                 r"trainer\.precision=32-true",
+    "trainer.precision=64-true": r"trainer\.precision=64-true is not supported \(its plugin converts every batch, and a batch "
+                                 r"here holds question records\); use model\.dtype=float64 with trainer\.precision=32-true$",
+    "trainer.precision=bf16-true": r"trainer\.precision=bf16-true is not supported .*; use model\.dtype=bfloat16 with "
+                                   r"trainer\.precision=32-true$",
+    "trainer.precision=16-true": r"trainer\.precision=16-true is not supported .*; use model\.dtype=float16 with",
+    "trainer.precision=transformer-engine": r"trainer\.precision=transformer-engine is not supported .*; use "
+                                           r"trainer\.precision=bf16-mixed$",
     "model.dtype=float64 trainer.precision=bf16-mixed": r"model\.dtype=float64 computes in float64 only with "
                                                         r"trainer\.precision=32-true .*got trainer\.precision=bf16-mixed",
     "model.num_heads=3": r"model\.hidden_size must be a multiple of model\.num_heads \(3\), got 64",

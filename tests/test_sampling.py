@@ -119,3 +119,18 @@ def test_runs_are_capped_in_length():
     runs = cheapest_runs([1] * 5, 100.0, [0.0] * 5, [1.0] * 5, max_run=2)
     assert [j - i for i, j in runs] in ([1, 2, 2], [2, 1, 2], [2, 2, 1])
     assert cheapest_runs([1] * 5, 100.0, [0.0] * 5, [1.0] * 5) == [(0, 5)]
+
+
+def test_nan_or_inf_logits_stop_sampling_in_one_line_instead_of_an_index_past_the_vocabulary(capsys):
+    from agentcredit.agent.next_token import NonFiniteLogits
+    from agentcredit.run.train import exit_on_one_line_error
+
+    logits = torch.tensor([[0.0, 1.0, 2.0], [float("nan"), 0.0, 0.0], [float("inf"), 0.0, 0.0]])
+    with pytest.raises(NonFiniteLogits, match=r"^the policy's next-token probabilities are NaN or inf in 2 of 3 rows: ") as err:
+        sample_top_p(logits, 0.9, torch.Generator().manual_seed(0))
+    with pytest.raises(SystemExit) as stop:  # the command's one line: kind, message, status 1
+        exit_on_one_line_error(err.value)
+    assert stop.value.code == 1
+    line = capsys.readouterr().err
+    assert line.startswith("sampling stopped: the policy's next-token") and line.count("\n") == 1
+    assert sample_categorical(torch.softmax(logits[:1], -1), torch.Generator().manual_seed(0)).tolist() in ([0], [1], [2])

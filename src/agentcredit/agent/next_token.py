@@ -9,6 +9,10 @@ from typing import Sequence
 import torch
 
 
+class NonFiniteLogits(RuntimeError):
+    """The policy's next-token distribution holds NaN or inf: its weights or activations overflowed."""
+
+
 class StopChecker:
     """Decides after each sampled token whether a row's turn is over.
 
@@ -73,6 +77,11 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None,
     uniforms: (B, 1) numbers in [0, 1) already drawn (stream_uniforms); None draws them from `generator`."""
     cdf = probs.cumsum(dim=-1)  # (B, V)
     total = cdf[:, -1:]
+    if not bool(torch.isfinite(total).all()):  # else searchsorted runs past the vocabulary with no word of why
+        bad = int((~torch.isfinite(total)).sum())
+        raise NonFiniteLogits(f"the policy's next-token probabilities are NaN or inf in {bad} of {probs.shape[0]} rows: "
+                              "its weights or activations overflowed (model.dtype=float16 does so easily: use bfloat16 "
+                              "or float32); lower train.lr or resume from an earlier checkpoint")
     if uniforms is None:
         uniforms = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cdf.dtype)
     u = uniforms * total

@@ -19,7 +19,11 @@ from agentcredit.world.config import MAX_HOPS, TEMPLATES, WorldConfig
 # Lightning's accepted `precision` values (lightning.fabric.connector._PRECISION_INPUT).
 PRECISIONS = ("transformer-engine", "transformer-engine-float16", "16-true", "16-mixed", "bf16-true", "bf16-mixed",
               "32-true", "64-true", "64", "32", "16", "bf16")
-DOUBLE_PRECISIONS = ("64-true", "64")
+# Precisions whose Lightning plugin converts every batch: it refuses the frozen question records a batch holds
+# here. The same arithmetic comes from the weights' own dtype under 32-true, which leaves the batch alone.
+CONVERTING_PRECISIONS = {"64-true": "model.dtype=float64", "64": "model.dtype=float64", "16-true": "model.dtype=float16",
+                         "bf16-true": "model.dtype=bfloat16", "transformer-engine": "trainer.precision=bf16-mixed",
+                         "transformer-engine-float16": "trainer.precision=16-mixed"}
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
 RETRIEVERS = ("dense", "bm25")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -202,11 +206,11 @@ def check_trainer(trainer: Mapping) -> None:
     p = "trainer."
     need_int(trainer, "max_steps", p, low=1, also=(-1,), required=False)
     need_choice(trainer, "precision", p, PRECISIONS + tuple(int(x) for x in ("16", "32", "64")), required=False)
-    if str(trainer.get("precision")) in DOUBLE_PRECISIONS:
-        # Lightning's double-precision plugin converts every batch, and refuses the frozen records a batch
-        # holds here; float64 comes from the weights instead, which the 32-true plugin leaves as they are.
-        raise ValueProblem(f"trainer.precision={trainer['precision']} is not supported; for float64 use "
-                           "model.dtype=float64 with trainer.precision=32-true")
+    instead = CONVERTING_PRECISIONS.get(str(trainer.get("precision")))
+    if instead is not None:
+        with_32 = " with trainer.precision=32-true" if instead.startswith("model.") else ""
+        raise ValueProblem(f"trainer.precision={trainer['precision']} is not supported (its plugin converts every batch, "
+                           f"and a batch here holds question records); use {instead}{with_32}")
     need_choice(trainer, "accelerator", p, ACCELERATORS, required=False)
     devices = trainer.get("devices", "auto")
     ok = devices in ("auto", -1, "-1") or (_is_int(devices) and devices >= 1) or \

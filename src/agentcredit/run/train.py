@@ -8,7 +8,8 @@
 
 `run_job` is what the command does: a config error is one line (`config error: ...`), and so is a
 problem in your own data files (`data error: ...`), with exit status 2; a damaged checkpoint
-(`checkpoint error: ...`), a non-finite loss or gradient (`training stopped: ...`) and a full disk or quota
+(`checkpoint error: ...`), a non-finite loss or gradient (`training stopped: ...`), NaN or inf logits while
+sampling (`sampling stopped: ...`) and a full disk or quota
 (`disk full: ...`, naming the last good checkpoint, which stays whole) are one line with exit status 1;
 under `-m` a failing job writes `error.txt` into its folder, returns nan and the sweep
 goes on. A folder another run is writing to is refused in one line (its lock, `lit/run_lock.py`); a SIGTERM saves, prints the step reached and the command that continues, and exits 143 (`preemption.py`). With `resume=true` a finished run (its test_summary.json) is skipped and an unfinished one continues
@@ -276,6 +277,9 @@ def one_line_kind(err: BaseException) -> str | None:
     lit_module = sys.modules.get("agentcredit.lit.module")  # not imported yet: no step ran, none stopped (and a
     if lit_module is not None:                              # config error need not wait for its imports)
         kinds.append((lit_module.NonFiniteTraining, "training stopped"))
+    sampler = sys.modules.get("agentcredit.agent.next_token")
+    if sampler is not None:
+        kinds.append((sampler.NonFiniteLogits, "sampling stopped"))
     return next((kind for cls, kind in kinds if isinstance(err, cls)), None)
 
 
