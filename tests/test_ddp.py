@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tiny_runs import SIGNAL, cli, read_metrics
+from tiny_runs import SIGNAL, TINY, cli, read_metrics
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -30,6 +30,19 @@ def test_ddp_on_two_cpu_processes(tmp_path):
 
     validated = read_outcomes(tmp_path / "val_outcomes" / "step000002.jsonl")
     assert len(validated) == 2 and [o.id for o in validated] == sorted(o.id for o in validated)
+
+
+@pytest.mark.parametrize("trainer", ["ddp", "fsdp"])
+def test_the_readme_s_two_process_commands_run_from_the_command_line_into_a_dated_folder(tmp_path, trainer):
+    # `python train.py trainer=ddp` as typed: Lightning starts rank 1 by re-running the command with rank 0's run
+    # folder, which rank 0 holds; the command's folder check let rank 1 in only once it knew it was a worker.
+    tiny = [o for o in TINY if not o.startswith("logger")]
+    result = cli("train.py", *tiny, "logger=csv", f"trainer={trainer}", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "is in use by another run" not in result.stdout + result.stderr
+    (run,) = (tmp_path / "outputs" / "runs").iterdir()
+    assert (run / "test_summary.json").is_file() and (run / "train_ddp_process_1.log").is_file()
+    assert "[agentcredit] final val/accuracy=" in result.stdout
 
 
 def test_val_and_test_means_pool_every_process_s_questions():

@@ -197,8 +197,8 @@ COMMANDS = {
         "not run", "a CUDA GPU and the model's weights (no download here); its config composes in tests/test_configs.py"),
     "python train.py model=hf model.name_or_path=/path/to/model model.lora.enabled=true trainer=fsdp "
     "trainer.accelerator=gpu trainer.devices=8": ("not run", "needs 8 CUDA GPUs"),
-    "python train.py trainer=fsdp": (
-        "test", "tests/test_fsdp.py::test_fsdp_trains_on_two_cpu_processes_and_its_checkpoint_loads_into_a_plain_policy"),
+    "python train.py trainer=fsdp": (  # the command line itself; the strategy's numbers: tests/test_fsdp.py
+        "test", "tests/test_ddp.py::test_the_readme_s_two_process_commands_run_from_the_command_line_into_a_dated_folder"),
     "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=29500 "
     "train.py trainer=fsdp trainer.devices=1 trainer.num_nodes=2 hydra.run.dir=outputs/runs/two_nodes": (
         "test", "tests/test_multinode.py::test_two_nodes_on_this_machine_train_in_one_world"),

@@ -35,8 +35,12 @@ def refuse_a_run_folder_in_use(overrides: list[str]) -> None:
     from agentcredit.common.configs import ConfigError
     from agentcredit.common.paths import config_dir
     from agentcredit.lit.run_folder import start_plan
-    from agentcredit.lit.run_lock import folder_in_use
+    from agentcredit.lit.run_lock import folder_in_use, launching_rank
 
+    if launching_rank() != 0:
+        # A worker that Lightning's launcher started by re-running the command (trainer=ddp / fsdp): rank 0 checked
+        # the folder and holds its lock, and this process must join it there, not be refused.
+        return
     for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME):
         run_dir = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=False) if where == "the config" else None
         if not isinstance(run_dir, str):
