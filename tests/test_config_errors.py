@@ -54,6 +54,8 @@ BAD = {
     "env.default_topn=30": r"env\.default_topn must be <= env\.max_topn \(20\), got 30",
     "env.reward.format_score=-1": r"env\.reward\.format_score must be a number >= 0, got -1",
     "trainer.accelerator=banana": r"trainer\.accelerator must be one of",
+    "trainer.accelerator=tpu": r"trainer\.accelerator=tpu needs torch_xla, which TPUs need, and this machine has none; "
+                               r"use trainer\.accelerator=cpu \(or trainer=cpu\)$",
     "trainer.devices=0": r"trainer\.devices must be an integer >= 1, -1, auto, or a list of device ids, got 0",
     "trainer.val_check_interval=0": r"trainer\.val_check_interval must be an integer >= 1",
     "trainer.limit_val_batches=-1": r"trainer\.limit_val_batches must be an integer >= 0 or a fraction in \[0, 1\]",
@@ -208,3 +210,14 @@ def test_fsdp_with_a_model_without_decoder_layers_is_one_line_before_weights_loa
     monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(ConfigError, match=r"^trainer=fsdp shards one unit per decoder layer, and model\.name_or_path="):
         run(tiny_config(tmp_path, "trainer=fsdp", "model=hf", f"model.name_or_path={model_dir}"))
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a CUDA device")
+@pytest.mark.parametrize("override", ["trainer=gpu", "trainer.accelerator=cuda"])
+def test_a_gpu_run_on_a_machine_without_one_is_one_line_before_anything_loads(tmp_path, monkeypatch, override):
+    from agentcredit.run.train import run
+
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ConfigError, match=r"^trainer\.accelerator=(gpu|cuda) needs a CUDA (or Apple MPS )?device, and this "
+                                          r"machine has none; use trainer\.accelerator=cpu \(or trainer=cpu\)$"):
+        run(tiny_config(tmp_path, override))

@@ -60,7 +60,11 @@ def test_judge_configs_instantiate(tmp_path, judge):
     assert module.credit_inputs.segment_verifier is not None
 
 
-def test_every_group_option_composes_and_validates(tmp_path):
+def test_every_group_option_composes_and_validates(tmp_path, monkeypatch):
+    from agentcredit.checks import config_checks
+
+    # the values only: trainer=gpu must validate here too, on a machine without the GPU it names
+    monkeypatch.setattr(config_checks, "check_accelerator_present", lambda trainer: None)
     (tmp_path / "c.jsonl").write_text('{"id": "d", "title": "T", "text": "x"}\n')
     (tmp_path / "q.jsonl").write_text('{"question": "Q?", "answer": "x"}\n')
     groups = {g: options(g) for g in ("credit", "model", "data", "env", "judge", "rollout", "trainer", "logger", "experiment")}

@@ -338,6 +338,24 @@ def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None
         need_number(judge, "step_budget_s", p, 0.0, open_low=True)
 
 
+def check_accelerator_present(trainer: Mapping) -> None:
+    """trainer.accelerator names hardware this machine has; else Lightning says so in a traceback, after the
+    model has loaded."""
+    import importlib.util
+
+    import torch
+
+    accelerator = str(trainer.get("accelerator", "auto"))
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    missing = {"gpu": ("a CUDA or Apple MPS device", not (torch.cuda.is_available() or mps)),
+               "cuda": ("a CUDA device", not torch.cuda.is_available()),
+               "mps": ("an Apple MPS device", not mps),
+               "tpu": ("torch_xla, which TPUs need", importlib.util.find_spec("torch_xla") is None)}.get(accelerator)
+    if missing is not None and missing[1]:
+        raise ValueProblem(f"trainer.accelerator={accelerator} needs {missing[0]}, and this machine has none; "
+                           "use trainer.accelerator=cpu (or trainer=cpu)")
+
+
 def check_combinations(cfg: Mapping) -> None:
     """Settings that are each fine but cannot work together."""
     model, data, trainer = cfg.get("model") or {}, cfg.get("data") or {}, cfg.get("trainer") or {}

@@ -103,6 +103,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
         checks.check_data(plain(cfg.data))
         checks.check_env(plain(cfg.env))
         checks.check_trainer(plain(cfg.trainer))
+        checks.check_accelerator_present(plain(cfg.trainer))
         checks.check_checkpoint(plain(cfg.get("checkpoint")))
         checks.check_train(plain(cfg.train))
         checks.check_model(plain(cfg.model))
