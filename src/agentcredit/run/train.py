@@ -186,13 +186,22 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     finally:
         finish_wandb(failed)  # a sweep's next job must start its own W&B run, failed or not
     if trainer.is_global_zero:
-        shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else "n/a (no validation ran: trainer.val_check_interval > trainer.max_steps)"
+        shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else f"n/a (no validation ran: {why_no_validation(cfg)})"
         tested = ""
         if test_metrics:
             summary = write_test_summary(run_dir, cfg, test_metrics, int(trainer.global_step))
             tested = f" test/accuracy={summary['test/accuracy']:.4f} (n={summary['n_test']})"
         print(f"[agentcredit] final val/accuracy={shown}{tested}{run_summary(run_dir / 'metrics.csv')} run_dir={run_dir}", flush=True)
     return accuracy
+
+
+def why_no_validation(cfg: DictConfig) -> str:
+    """The setting that kept a finished run from validating, for its closing line."""
+    if int(cfg.data.get("n_val", 1) or 0) == 0:
+        return "data.n_val=0"
+    if cfg.trainer.get("limit_val_batches") in (0, 0.0):
+        return "trainer.limit_val_batches=0"
+    return "trainer.val_check_interval > trainer.max_steps"
 
 
 def with_checkpoint(cfg: DictConfig, ckpt_path: str | None) -> DictConfig:
