@@ -235,6 +235,17 @@ def test_build_base_policy_writes_weights_tokenizer_and_info(tmp_path):
     assert (tmp_path / "bp" / "policy.pt").is_file() and (tmp_path / "bp" / "tokenizer.json").is_file()
 
 
+def test_build_base_policy_refuses_float64_in_one_line_before_building(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "scripts/build_base_policy.py", "--quiet", "--out", str(tmp_path / "bp"),
+                           "model.dtype=float64"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "config error: the base policy is built in float32 and float64 runs upcast it: build it once with "
+        "`python scripts/build_base_policy.py <the same overrides> model.dtype=float32`"]
+    assert not (tmp_path / "bp").exists()
+
+
 def test_readiness_prints_both_means_with_counts_and_errors():
     out = run_json("scripts/research/readiness.py", "--n", "4", "--", *TINY_MODEL)
     assert out["n"] == 4 and out["eps"] == 0.1

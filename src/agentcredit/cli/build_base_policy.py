@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentcredit.run.compose import base_policy_settings, build_components
     from agentcredit.cli.hydra_start import compose_command_config
     from agentcredit.common.paths import cache_dir
-    from agentcredit.testbed.base_policy import base_policy_key, build_base_policy, save_base_policy
+    from agentcredit.testbed.base_policy import base_policy_key, build_base_policy, refuse_a_float64_build, save_base_policy
     from agentcredit.checks.validation import ConfigError, prepare_config
 
     try:
@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.model.kind != "tiny" or not cfg.model.warm_start:
         print("config error: the base policy is built for model=tiny with model.warm_start=true", file=sys.stderr)
         return 2
-    if cfg.model.get("dtype") == "float64":  # its key is the float32 policy's (testbed/base_policy.py)
-        print("config error: the base policy is built in float32 (float64 runs upcast it): leave out model.dtype=float64",
-              file=sys.stderr)
+    try:
+        refuse_a_float64_build(dict(cfg.model))
+    except ConfigError as error:
+        print(f"config error: {error}", file=sys.stderr)
         return 2
     components = build_components(cfg, progress=not args.quiet, base_policy=False)
     settings = base_policy_settings(cfg)

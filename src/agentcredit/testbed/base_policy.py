@@ -54,6 +54,14 @@ class BasePolicySettings:
     rollout: dict
 
 
+def refuse_a_float64_build(model: dict) -> None:
+    """A float64 run starts from the float32 policy upcast (`base_policy_key` gives both one key), so a
+    policy built in float64 would sit under the float32 key: every build, from a run or the script, stops here."""
+    if model.get("dtype") == FLOAT64:
+        raise BasePolicyMissing(f"the base policy is built in float32 and float64 runs upcast it: build it once with "
+                                f"`{REBUILD_COMMAND} <the same overrides> model.dtype=float32`")
+
+
 def base_policy_key(settings: BasePolicySettings, components) -> str:
     model = {k: v for k, v in settings.model.items() if k not in MODEL_KEYS_NOT_IN_KEY}
     if model.get("dtype") == FLOAT64:  # the float32-built policy, upcast exactly: the same weights, the same key
@@ -124,9 +132,7 @@ def ensure_base_policy(settings: BasePolicySettings, components, progress: bool 
         raise BasePolicyMissing(
             f"{why} (key {key[:12]}, shipped {str((shipped or {}).get('key'))[:12]}): build it once with "
             f"`{REBUILD_COMMAND} <the same overrides>` or add warmstart.rebuild=true to build it into the cache")
-    if settings.model.get("dtype") == FLOAT64:  # it would be cached under the float32 key (above)
-        raise BasePolicyMissing(f"the base policy is built in float32 and float64 runs upcast it: build it once with "
-                                f"`{REBUILD_COMMAND} <the same overrides> model.dtype=float32`")
+    refuse_a_float64_build(settings.model)
     print(f"[agentcredit] building the tiny testbed's base policy (once; cached in {folder})", flush=True)
     info = build_base_policy(settings, components, progress, checkpoint_folder=folder)
     save_base_policy(components.policy, components.tokenizer, {**info, "key": key}, folder)
