@@ -292,6 +292,19 @@ def test_context_limit_stops_the_rollout(setup):
         assert sampled_end <= limit
 
 
+def test_a_context_no_prompt_fits_is_refused_before_sampling(setup):
+    from agentcredit.common.configs import ConfigError
+
+    chat = setup[2]
+    opened = len(chat.prompt_ids(QUESTION.text)) + len(chat.assistant_header)
+    with pytest.raises(ConfigError, match=rf"^rollout.max_context_tokens={opened} leaves no room for a first turn: "
+                                          rf"this batch's prompts take {opened} to {opened} tokens"):
+        make_worker(setup, max_context_tokens=opened).rollout([QUESTION], group_size=2)
+    # One token of room is a rollout, cut at once: a long prompt among others is not an error.
+    (traj,) = make_worker(setup, max_context_tokens=opened + 1).rollout([QUESTION], group_size=1)[0]
+    assert traj.finish_reason == "context" and traj.num_policy_tokens == 1
+
+
 def test_rollouts_are_deterministic_for_a_seed(setup):
     runs = [make_worker(setup).rollout([QUESTION, QUESTION], group_size=3) for _ in range(2)]
     flat = [[(t.input_ids, t.old_logprobs, t.boundaries) for t in g] for g in runs[0]], \

@@ -26,6 +26,7 @@ from agentcredit.agent.protocol import STOP_STRINGS, ParsedTurn, error_observati
 from agentcredit.agent.next_token import StopChecker
 from agentcredit.agent.sampling import TurnSampler
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
+from agentcredit.common.configs import ConfigError
 from agentcredit.world.types import Question
 
 TRUNCATION_NOTE = " [observation truncated]"
@@ -150,8 +151,9 @@ class RolloutWorker:
         if generators is not None and self.engine is not None:
             return self._rollout_per_stream(questions, group_size, generators)
         live, streams = [], []
-        for qi, question in enumerate(questions):
-            prompt = self.chat.prompt_ids(question.text)
+        prompts = [self.chat.prompt_ids(question.text) for question in questions]
+        self._refuse_a_context_no_prompt_fits(prompts)
+        for qi, (question, prompt) in enumerate(zip(questions, prompts)):
             live.extend(self._start(question, prompt, qi) for _ in range(group_size))
             streams.extend([generators[qi] if generators is not None else None] * group_size)
         finished = self._run(live, streams)
@@ -159,6 +161,15 @@ class RolloutWorker:
         for item in finished:
             groups[item.traj.group].append(item.traj)
         return groups
+
+    def _refuse_a_context_no_prompt_fits(self, prompts: Sequence[list[int]]) -> None:
+        """A context too short for every prompt would end each rollout before its first token, and a run
+        would train on nothing without a word; one prompt too long is a rollout cut short (finish "context")."""
+        opened = [len(prompt) + len(self.chat.assistant_header) for prompt in prompts]
+        if opened and min(opened) >= self.cfg.max_context_tokens:
+            raise ConfigError(f"rollout.max_context_tokens={self.cfg.max_context_tokens} leaves no room for a first "
+                              f"turn: this batch's prompts take {min(opened)} to {max(opened)} tokens with the "
+                              f"assistant header; raise it above that plus rollout.max_turn_tokens")
 
     def _rollout_per_stream(self, questions, group_size: int, generators) -> list[list[Trajectory]]:
         """An engine draws one seed per call from the worker's generator: one call per stream, as a worker
