@@ -67,8 +67,9 @@ def test_percentile_interval_by_hand():
 def test_holm_by_hand():
     # sorted 0.01, 0.03, 0.04 → 3 · 0.01 = 0.03; max(0.03, 2 · 0.03) = 0.06; max(0.06, 1 · 0.04) = 0.06
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    # a comparison with no test is not in the family: two tests, 2 · 0.01 = 0.02, max(0.02, 0.04) = 0.04
-    assert holm([0.01, None, 0.04]) == [pytest.approx(0.02), None, pytest.approx(0.04)]
+    # a comparison with no test stays in the family as p = 1: sorted 0.01, 0.04, 1 → 3 · 0.01 = 0.03;
+    # max(0.03, 2 · 0.04) = 0.08; its own adjusted p is not reported
+    assert holm([0.01, None, 0.04]) == [pytest.approx(0.03), None, pytest.approx(0.08)]
     assert holm([None]) == [None]
 
 
@@ -191,10 +192,14 @@ def test_a_difference_over_fewer_seeds_than_the_reference_names_them_ties_and_th
     assert "| 4 | one | 1 seed × 20 questions: seed 1, where budget_grpo scored 60.0 |" in report
     assert "| 0/1, 1 tied | – |" in report
     assert "| two | 57.5 [" in report and "2 seeds × 20 questions | 2 seeds × 20 questions | 7.5 [" in report
-    assert ("Holm across the 1 of the 2 arms compared with budget_grpo that have a paired t p (two paired seeds or "
-            "more whose differences vary); the others have no test and can only be inconclusive") in report
-    assert "Holm across the arms within each that have a paired t p" in report
+    assert ("Holm across the 2 arms compared with budget_grpo (1 without a paired t p, from fewer than two paired "
+            "seeds or differences that do not vary, counts as p = 1 and can only be inconclusive)") in report
+    assert ("Holm across the arms within each hop count, not across hop counts; an arm without a paired t p counts "
+            "as p = 1") in report
     assert "(S − 1)/S of the seed-to-seed variance" in report
+    # their Δ rest on the reference's 60.0 (seed 1) and 50.0 (seeds 0, 1): the rows do not rank the arms
+    assert ("The differences pair over different seeds (seed 1: one; seeds 0, 1: two), and budget_grpo scored "
+            "differently on each set") in report
 
 
 def test_a_difference_over_fewer_seeds_than_the_arm_ran_names_them_and_both_sides_scores_on_them():

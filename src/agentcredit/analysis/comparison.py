@@ -299,13 +299,26 @@ def _wins(c: Comparison) -> str:
 
 
 def _holm_family(family: list[Comparison], reference: str) -> str:
-    """Which arms Holm's correction ran across: those with a paired t p (two paired seeds or more whose
-    differences vary); an arm without one has no test to correct and can only be inconclusive."""
-    tested = sum(c.t_p is not None for c in family)
-    if tested == len(family):
-        return f"Holm across the {len(family)} arms compared with {reference}"
-    return (f"Holm across the {tested} of the {len(family)} arms compared with {reference} that have a paired t p "
-            "(two paired seeds or more whose differences vary); the others have no test and can only be inconclusive")
+    """Which arms Holm's correction ran across: every arm compared with the reference; one without a paired t p
+    (fewer than two paired seeds, or differences that do not vary) counts as p = 1 and can only be inconclusive."""
+    untested = sum(c.t_p is None for c in family)
+    text = f"Holm across the {len(family)} arms compared with {reference}"
+    if untested:
+        text += (f" ({untested} without a paired t p, from fewer than two paired seeds or differences that do not "
+                 f"vary, count{'s' if untested == 1 else ''} as p = 1 and can only be inconclusive)")
+    return text
+
+
+def _seed_sets_note(family: list[Comparison], reference: str) -> list[str]:
+    """A warning when the differences pair over different seeds: each Δ is then against the reference's accuracy on
+    its own seeds, and two rows' Δ need not rank the two arms (compare their accuracies over the same seeds)."""
+    sets = sorted({c.paired_seeds for c in family if c.paired_seeds}, key=lambda seeds: (len(seeds), seeds))
+    if len(sets) < 2:
+        return []
+    groups = "; ".join(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: "
+                       + ", ".join(c.arm for c in family if c.paired_seeds == seeds) for seeds in sets)
+    return ["", f"The differences pair over different seeds ({groups}), and {reference} scored differently on each "
+            "set (the column \"paired over\"): read each Δ against the reference, not one row's Δ against another's."]
 
 
 def verdict_summary(found: dict[int | None, list[Comparison]], reference: str, margin: float) -> list[str]:
@@ -362,13 +375,14 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         lines.append(f"| {arm} | {accuracy} | {over} | {points_cell(c.diff, c.ci)} | "
                      f"{points_interval(c.ci_equivalence)} | {_wins(c)} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
+    lines += _seed_sets_note(found.get(None, []), reference)
     lines += verdict_summary(found, reference, s.margin)
     by_hops = {h: family for h, family in found.items() if h is not None}
     lines += hop_accuracy_lines(arms, s)
     if by_hops:
         partial = any(c.t_p is None for family in by_hops.values() for c in family)
-        lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each"
-                  + (" that have a paired t p" if partial else "") + "):", "",
+        lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each hop count, "
+                  "not across hop counts" + ("; an arm without a paired t p counts as p = 1" if partial else "") + "):", "",
                   f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | wins | paired t p | "
                   "Holm p | TOST p, Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
         for hops, family in by_hops.items():

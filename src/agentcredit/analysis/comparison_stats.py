@@ -114,14 +114,15 @@ def tost_p(arm: list[float], reference: list[float], margin: float) -> float | N
 
 
 def holm(p_values: list[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values over the family of the tests that ran (None: no test, left out of the family)."""
+    """Holm-adjusted p-values over the whole family. A comparison without a test (None: too few paired seeds, or
+    differences that do not vary) stays in the family as p = 1: it can reject nothing, and leaving it out would
+    let the data choose a smaller family for the others. Its adjusted p stays None."""
     from statsmodels.stats.multitest import multipletests
 
-    ran = [p for p in p_values if p is not None]
-    if not ran:
+    if all(p is None for p in p_values):
         return list(p_values)
-    adjusted = iter(multipletests(ran, method="holm")[1])
-    return [None if p is None else float(next(adjusted)) for p in p_values]
+    adjusted = multipletests([1.0 if p is None else p for p in p_values], method="holm")[1]
+    return [None if p is None else float(a) for p, a in zip(p_values, adjusted)]
 
 
 def sign_test_p(diffs: list[float]) -> float | None:
