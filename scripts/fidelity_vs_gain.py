@@ -73,14 +73,21 @@ def main(argv: list[str] | None = None) -> int:
         f, g = p["fidelity"], p["gain_points"]
         fid = "no fidelity measured" if f is None else f"fidelity {f['value']:+.3f} [{f['lo']:+.3f}, {f['hi']:+.3f}]"
         ci = "" if g["lo"] is None else f" [{points(g['lo'], sign=True)}, {points(g['hi'], sign=True)}]"
-        print(f"{p['arm']:>18}: {fid}; gain {points(g['value'], sign=True)}{ci} points (bootstrap over {p['bootstrap_over']})")
-    rho = numbers["spearman"]
+        t = p["gain_seed_interval"]
+        seed_ci = "" if t["lo"] is None else f"; t over seeds [{points(t['lo'], sign=True)}, {points(t['hi'], sign=True)}]"
+        print(f"{p['arm']:>18}: {fid}; gain {points(g['value'], sign=True)}{ci} points (bootstrap over "
+              f"{p['bootstrap_over']}{seed_ci})")
+    if numbers["seeds_left_out"]:
+        print(f"gains paired on the seeds every arm ran ({', '.join(map(str, numbers['seeds']))}); left out: "
+              + "; ".join(f"{arm} {', '.join(map(str, s))}" for arm, s in numbers["seeds_left_out"].items()))
+    rho, noisy = numbers["spearman"], numbers["spearman_with_point_noise"]
     if rho["rho"] is None:
         print(f"Spearman rho: not defined with {rho['arms']} arms (needs 3)")
     else:
-        print(f"Spearman rho(fidelity, gain) = {rho['rho']:.2f}, 95% bootstrap interval over arms "
+        print(f"Spearman rho(fidelity, gain) = {rho['rho']:.2f}, 95% bootstrap intervals: over arms "
               f"[{rho['lo']:.2f}, {rho['hi']:.2f}] ({rho['resamples_used']} of {rho['bootstrap']} resamples had "
-              f"no constant variable); rests on {rho['arms']} arms")
+              f"no constant variable); over arms with each point drawn within its own intervals "
+              f"[{noisy['lo']:.2f}, {noisy['hi']:.2f}]; rests on {rho['arms']} arms")
     print(numbers["per_hop_note"])
     print("fidelity measured, not an arm of this comparison: " + (", ".join(numbers["methods_without_comparison"]) or "none"))
     print(f"[fidelity_vs_gain] wrote {png} and {json_path}")

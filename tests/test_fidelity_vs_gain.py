@@ -44,6 +44,9 @@ def test_the_plotted_numbers_of_a_small_comparison_by_hand(tmp_path):
     # trace: seeds +5 and +7 points -> +6; grpo: -5 and -1 -> -3; both seeds resampled: interval within the seeds' range
     assert points["trace"]["gain_points"]["value"] == pytest.approx(6.0)
     assert 5.0 <= points["trace"]["gain_points"]["lo"] <= points["trace"]["gain_points"]["hi"] <= 7.0
+    # t over seeds: sd of (+5, +7) = √2, t(0.975, 1 df) = 12.706, half-width 12.706 · √2 / √2
+    assert (points["trace"]["gain_seed_interval"]["lo"], points["trace"]["gain_seed_interval"]["hi"]) == (
+        pytest.approx(6.0 - 12.7062, abs=1e-3), pytest.approx(6.0 + 12.7062, abs=1e-3))
     assert points["grpo"]["gain_points"]["value"] == pytest.approx(-3.0)
     assert points["trace"]["fidelity"] == {"value": 0.1, "lo": 0.05, "hi": 0.15}
     assert numbers["reference_fidelity"]["value"] == 0.0  # budget-matched GRPO's credit is GRPO's
@@ -52,6 +55,38 @@ def test_the_plotted_numbers_of_a_small_comparison_by_hand(tmp_path):
     assert numbers["spearman"]["arms"] == 2 and numbers["spearman"]["rho"] is None
     assert numbers["per_hop"] == {} and "no per-question outcomes" in numbers["per_hop_note"]
     assert "over seeds alone" in numbers["gain_measure"] and points["trace"]["bootstrap_over"] == "2 seeds"
+
+
+def test_gains_pair_on_the_seeds_every_arm_ran(tmp_path):
+    # budget_grpo ran seeds 0-2 (25, 25, 40); trace 0-2; grpo only 0-1: seed 2 leaves every arm, so trace's gain is
+    # +6 on seeds 0-1 (not (5 + 7 + 0) / 3 = 4 on its own three seeds against 30)
+    runs = [_run("budget_grpo", 0, 0.25), _run("budget_grpo", 1, 0.25), _run("budget_grpo", 2, 0.40),
+            _run("trace", 0, 0.30), _run("trace", 1, 0.32), _run("trace", 2, 0.40),
+            _run("grpo", 0, 0.20), _run("grpo", 1, 0.24)]
+    export_runs(runs, tmp_path / "compare")
+    numbers = chart_numbers(_fidelity(tmp_path / "fidelity.json", {"grpo": 0.0, "trace": 0.1}), tmp_path / "compare",
+                            Settings(n_boot=200))
+    assert numbers["seeds"] == [0, 1] and numbers["seeds_left_out"] == {"budget_grpo": [2], "trace": [2]}
+    assert {p["arm"]: p["gain_points"]["value"] for p in numbers["arms"]} == {"trace": pytest.approx(6.0),
+                                                                             "grpo": pytest.approx(-3.0)}
+    assert "on the seeds every arm ran (0, 1)" in numbers["gain_measure"]
+
+
+def test_the_rank_correlation_interval_with_each_points_own_noise():
+    from agentcredit.analysis.fidelity_vs_gain import spearman_with_point_noise
+
+    def points(y_half: float) -> list[dict]:
+        return [{"fidelity": {"value": x, "lo": x, "hi": x},
+                 "gain_points": {"value": y, "lo": y - y_half, "hi": y + y_half},
+                 "gain_seed_interval": {"value": y, "lo": None, "hi": None}} for x, y in zip((0.1, 0.2, 0.3, 0.4), (1, 2, 3, 4))]
+
+    # no noise: every resample keeps the order, ρ = 1 in each
+    exact = spearman_with_point_noise(points(0.0), 0.95, 300, 0)
+    assert exact["lo"] == exact["hi"] == 1.0 and 0 < exact["resamples_used"] < 300
+    # gains ±100 points around 1..4: their order is noise, and the interval reaches far below 0
+    noisy = spearman_with_point_noise(points(100.0), 0.95, 300, 0)
+    assert noisy["lo"] < -0.5 and noisy["hi"] > 0.5
+    assert spearman_with_point_noise(points(0.0)[:2], 0.95, 300, 0)["lo"] is None
 
 
 def test_every_compared_arm_maps_to_a_measured_method():

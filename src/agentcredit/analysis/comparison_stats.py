@@ -184,6 +184,7 @@ class Comparison:
     ties: int = 0
     paired_seeds: tuple[int, ...] = ()  # the seeds the difference pairs over, when known
     reference_mean: float | None = None  # the reference's accuracy in points on those seeds and questions
+    seed_ci: tuple[float, float] | None = None  # 1 − α t-interval of the per-seed differences (None: one seed)
 
     def resampled(self) -> str:
         return resampled(self.seeds, self.questions)
@@ -217,7 +218,18 @@ def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: lis
                       t_p=paired_t_p(arm_acc, ref_acc), tost_p=tost_p(arm_acc, ref_acc, margin),
                       detectable=detectable_difference(sd, n) if sd is not None else None,
                       ties=sum(d == 0 for d in per_seed), paired_seeds=tuple(seeds),
-                      reference_mean=float(np.mean(ref_acc)))
+                      reference_mean=float(np.mean(ref_acc)), seed_ci=seed_t_interval(per_seed, 1 - alpha))
+
+
+def seed_t_interval(per_seed: list[float], level: float) -> tuple[float, float] | None:
+    """The t-interval of the mean of the per-seed differences (scipy.stats.t, n − 1 degrees of freedom): the seed
+    spread counted in full, where a bootstrap over S seeds keeps about (S − 1)/S of it; None with one seed."""
+    n = len(per_seed)
+    if n < 2:
+        return None
+    mean, sd = float(np.mean(per_seed)), float(np.std(per_seed, ddof=1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / np.sqrt(n)
+    return mean - half, mean + half
 
 
 def decide(family: list[Comparison], margin: float, alpha: float) -> list[Comparison]:

@@ -4,9 +4,11 @@ Carlo ground truth, with its bootstrap interval over questions, from a committed
 test accuracy minus the reference arm's (budget-matched GRPO), in points, paired by seed, with the comparison's
 own bootstrap interval (over seeds and questions where the runs kept per-question outcomes, else over seeds
 alone; agentcredit.analysis.comparison.verdicts). Per hop count a panel of the same, where per-question
-outcomes exist. Across arms, Spearman's rank correlation of fidelity and gain (scipy.stats.spearmanr) with a
-bootstrap interval over arms (resamples in which either variable is constant have no rank correlation and are
-left out; their count is reported).
+outcomes exist. Gains pair on the seeds every arm ran, so that the points' heights compare; beside each gain's
+bootstrap interval (thick) stands the t-interval over seeds (thin), which counts the seed spread in full. Across
+arms, Spearman's rank correlation of fidelity and gain (scipy.stats.spearmanr) with two bootstrap intervals: one
+resampling arms, one that also moves each point within its own intervals (`spearman_with_point_noise`); resamples
+in which either variable is constant have no rank correlation and are left out (their count is reported).
 
     python scripts/fidelity_vs_gain.py       # docs/results/fidelity_vs_gain.{png,json} from committed files only
 
@@ -132,20 +134,67 @@ def spearman_with_interval(x: list[float], y: list[float], level: float, n_boot:
             "arms": n, "resamples_used": len(kept), "bootstrap": n_boot}
 
 
+def spearman_with_point_noise(points: list[dict], level: float, n_boot: int, seed: int) -> dict:
+    """ρ's percentile interval when each resample both redraws the arms (with replacement) and moves every drawn
+    point within its own uncertainty: x from a normal with the sd its fidelity interval implies, y likewise from
+    the wider of its gain intervals (bootstrap, or t over seeds); sd = interval width / (2 z), z at the interval's
+    level. An approximation (the intervals need not be normal), but it lets ρ's interval count that the points'
+    order is itself uncertain, which resampling arms alone does not."""
+    n = len(points)
+    if n < 3:
+        return {"lo": None, "hi": None, "resamples_used": 0, "bootstrap": n_boot}
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    x = np.array([p["fidelity"]["value"] for p in points])
+    y = np.array([p["gain_points"]["value"] for p in points])
+    x_sd = np.array([_sd(p["fidelity"], z) for p in points])
+    y_sd = np.array([max(_sd(p["gain_points"], z), _sd(p["gain_seed_interval"], z)) for p in points])
+    rng = np.random.default_rng(seed)
+    kept = []
+    for _ in range(n_boot):
+        pick = rng.integers(n, size=n)
+        xs = x[pick] + x_sd[pick] * rng.standard_normal(n)
+        ys = y[pick] + y_sd[pick] * rng.standard_normal(n)
+        if np.ptp(xs) == 0 or np.ptp(ys) == 0:
+            continue
+        kept.append(stats.spearmanr(xs, ys).statistic)
+    lo, hi = (np.quantile(kept, [(1 - level) / 2, (1 + level) / 2]) if kept else (None, None))
+    return {"lo": _round(None if lo is None else float(lo)), "hi": _round(None if hi is None else float(hi)),
+            "resamples_used": len(kept), "bootstrap": n_boot}
+
+
+def _sd(interval: dict | None, z: float) -> float:
+    if not interval or interval.get("lo") is None:
+        return 0.0
+    return (interval["hi"] - interval["lo"]) / (2 * z)
+
+
+def common_seeds(runs: list) -> tuple[list, list[int], dict[str, list[int]]]:
+    """The runs of the seeds every arm ran, those seeds, and per arm the seeds left out: every gain is then paired
+    against the reference on the same seeds, so that the points' heights can be compared with each other."""
+    seeds_of = {arm: {r.seed for r in arm_runs} for arm, arm_runs in by_arm(runs).items()}
+    common = set.intersection(*seeds_of.values()) if seeds_of else set()
+    left_out = {arm: sorted(seeds - common) for arm, seeds in seeds_of.items() if seeds - common}
+    return [r for r in runs if r.seed in common], sorted(common), left_out
+
+
 def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settings, root: Path | None = None) -> dict:
     """Everything the chart plots and its notes say, as plain JSON-able numbers (paths relative to `root`)."""
     fidelity = read_fidelity(fidelity_path)
     runs, left_out = read_runs(comparison_folder)
-    arms = by_arm(runs)
-    if settings.reference not in arms:
+    if settings.reference not in by_arm(runs):
         raise ValueError(f"{comparison_folder} holds no {settings.reference!r} runs to measure gains against")
+    runs, seeds, seeds_left_out = common_seeds(runs)
+    if not runs:
+        raise ValueError(f"{comparison_folder}: no seed was run by every arm, so no gain can be paired on common seeds")
+    arms = by_arm(runs)
     verdict_settings = VerdictSettings(settings.reference, 2.0, settings.alpha, settings.n_boot, settings.seed)
     families = verdicts(runs, verdict_settings)
 
     def point(c) -> dict:
         method = ARM_TO_FIDELITY_METHOD.get(c.arm)
         return {"arm": c.arm, "fidelity_method": method, "fidelity": fidelity.get(method),
-                "gain_points": _interval(c.diff, *(c.ci or (None, None))), "seeds": c.seeds,
+                "gain_points": _interval(c.diff, *(c.ci or (None, None))),
+                "gain_seed_interval": _interval(c.diff, *(c.seed_ci or (None, None))), "seeds": c.seeds,
                 "bootstrap_over": c.resampled()}
 
     overall = [point(c) for c in families.get(None, [])]
@@ -163,16 +212,21 @@ def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settin
                             "(95% bootstrap interval over questions)",
         "reference": settings.reference,
         "reference_fidelity": fidelity.get(ARM_TO_FIDELITY_METHOD.get(settings.reference)),
-        "gain_measure": f"test accuracy minus {settings.reference}, points, paired by seed; "
-                        f"{100 * (1 - settings.alpha):g}% percentile bootstrap ({settings.n_boot} resamples, seed "
-                        f"{settings.seed}) over " + ("seeds and questions" if records else
-                                                     "seeds alone (the runs kept no per-question outcomes)"),
+        "gain_measure": f"test accuracy minus {settings.reference}, points, paired by seed on the seeds every arm "
+                        f"ran ({', '.join(map(str, seeds))}); thick bar: {100 * (1 - settings.alpha):g}% percentile "
+                        f"bootstrap ({settings.n_boot} resamples, seed {settings.seed}) over "
+                        + ("seeds and questions" if records else "seeds alone (the runs kept no per-question outcomes)")
+                        + f"; thin bar: {100 * (1 - settings.alpha):g}% t-interval over seeds (the seed spread in full)",
+        "seeds": seeds,
+        "seeds_left_out": seeds_left_out,
         "arms": overall,
         "per_hop": per_hop,
         "per_hop_note": ("per hop count: one panel each, gains on that hop count's questions; x stays the fidelity "
                          "over all questions (the fidelity table gives none per hop count)" if per_hop else
                          "no per-hop panels: the comparison's runs kept no per-question outcomes (test_outcomes.jsonl)"),
         "spearman": spearman_with_interval(x, y, 1 - settings.alpha, settings.n_boot, settings.seed),
+        "spearman_with_point_noise": spearman_with_point_noise(plotted, 1 - settings.alpha, settings.n_boot,
+                                                               settings.seed),
         "arms_without_fidelity": sorted(p["arm"] for p in overall if p["fidelity"] is None),
         "methods_without_comparison": sorted(m for m in fidelity if m not in compared_methods),
         "runs_left_out": left_out,
@@ -222,11 +276,14 @@ def _panel(ax, points: list[dict], reference: str, reference_fidelity: dict | No
     for p in points:
         if p["fidelity"] is None:
             continue
-        f, g = p["fidelity"], p["gain_points"]
+        f, g, t = p["fidelity"], p["gain_points"], p.get("gain_seed_interval")
         xerr = [[f["value"] - f["lo"]], [f["hi"] - f["value"]]]
         yerr = None if g["lo"] is None else [[g["value"] - g["lo"]], [g["hi"] - g["value"]]]
-        ax.errorbar(f["value"], g["value"], xerr=xerr, yerr=yerr, fmt="o", capsize=3, color=colours[p["arm"]],
-                    label=p["arm"])
+        if t and t["lo"] is not None:  # thin: the t-interval over seeds, drawn first so the bootstrap's sits on it
+            ax.errorbar(f["value"], g["value"], yerr=[[g["value"] - t["lo"]], [t["hi"] - g["value"]]], fmt="none",
+                        elinewidth=0.8, capsize=2, color=colours[p["arm"]], alpha=0.6)
+        ax.errorbar(f["value"], g["value"], xerr=xerr, yerr=yerr, fmt="o", capsize=3, elinewidth=2.0,
+                    color=colours[p["arm"]], label=p["arm"])
     if reference_fidelity is not None:
         ax.plot([reference_fidelity["value"]], [0.0], marker="s", color="black", ls="none",
                 label=f"{reference} (reference)")
@@ -277,11 +334,9 @@ def chart_png(numbers: dict) -> bytes:
     height = 4.8 * rows + legend_h + notes_h
     fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, height), squeeze=False)
     flat = [ax for row in axes for ax in row]
-    rho = numbers["spearman"]
-    shown = ("n/a" if rho["rho"] is None else f"{rho['rho']:.2f} [{rho['lo']:.2f}, {rho['hi']:.2f}]"
-             if rho["lo"] is not None else f"{rho['rho']:.2f}")
+    shown = rho_words(numbers)
     _panel(flat[0], numbers["arms"], numbers["reference"], numbers["reference_fidelity"],
-           f"all test questions; Spearman ρ(fidelity, gain) = {shown} over {rho['arms']} arms", colours)
+           f"all test questions\nSpearman ρ(fidelity, gain) = {shown}", colours)
     for ax, h in zip(flat[1:], hops):
         _panel(ax, numbers["per_hop"][h], numbers["reference"], numbers["reference_fidelity"], f"{h} hops", colours)
     for ax in flat[panels:]:
@@ -297,6 +352,17 @@ def chart_png(numbers: dict) -> bytes:
     finally:
         plt.close(fig)
     return png.getvalue()
+
+
+def rho_words(numbers: dict) -> str:
+    """"0.24 over 8 arms" and, on a second line, its intervals: "[−0.62, 1.00] resampling arms; [−0.71, 0.93] with
+    each point's own noise"."""
+    rho, noisy = numbers["spearman"], numbers.get("spearman_with_point_noise") or {}
+    if rho["rho"] is None:
+        return f"n/a ({rho['arms']} arms)"
+    intervals = ([f"[{rho['lo']:.2f}, {rho['hi']:.2f}] resampling arms"] if rho["lo"] is not None else []) + (
+        [f"[{noisy['lo']:.2f}, {noisy['hi']:.2f}] with each point's own noise"] if noisy.get("lo") is not None else [])
+    return f"{rho['rho']:.2f} over {rho['arms']} arms" + ("\n" + "; ".join(intervals) if intervals else "")
 
 
 def _wrap(line: str, width: int = 115) -> str:
