@@ -14,8 +14,9 @@ V_φ(S_k) is trained alongside the policy, and each turn's advantage is GAE over
 
 Every policy token of turn k carries A_k (the answer turn's tokens carry A_T). ``whiten`` centres the A_k and
 divides them by their population σ, over every action of the step (``batch``, the default: PPO's advantage
-whitening over the batch, as the verl-style trainers Turn-PPO builds on do it; with several processes, over
-this process's groups), over each group's actions alone (``group``), or not at all (``none``).
+whitening over the batch, each action counted once, where verl's ``masked_whiten`` weighs every token and uses the
+n − 1 variance; with several processes, over this process's groups), over each group's actions alone (``group``),
+or not at all (``none``).
 
 Why not over the group: the critic's values are the baseline, so a group whose rollouts all got the same reward
 still carries credit (each turn's surprise against V_φ; an all-failed group's actions fall below those of groups

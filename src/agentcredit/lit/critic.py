@@ -154,8 +154,8 @@ class TurnCritic(nn.Module):
                     for p in params:
                         p.requires_grad_(False)
             for p, g in zip(params, grads):
-                if world > 1:
-                    torch.distributed.all_reduce(g)
+                if world > 1:  # the mean of the ranks' mean gradients, as DDP averages: ranks holding different
+                    torch.distributed.all_reduce(g)  # numbers of states weigh each state a little differently
                     g /= world
                 p.grad = g
             self.optimizer.step()
