@@ -115,6 +115,43 @@ def test_gspo_sequence_ratio_and_clip():
     assert lp.grad.flatten().tolist() == pytest.approx([0, 0, 0, 0.3374647, 0.3374647, 0], abs=1e-6)
 
 
+def test_turn_ratio_by_hand():
+    from agentcredit.credit.losses import turn_log_ratio_per_token
+    from agentcredit.credit.tokens import ANSWER_TURN, NON_POLICY
+
+    old = torch.zeros(2, 5, **f64)
+    # row 0: prompt, turn 0 (two tokens), turn 1, the answer; row 1: turn 0 (two tokens), answer, padding
+    lp = torch.tensor([[5.0, 0.2, 0.4, -0.1, 0.6], [0.1, 0.3, 0.5, 7.0, 7.0]], **f64, requires_grad=True)
+    turns = torch.tensor([[NON_POLICY, 0, 0, 1, ANSWER_TURN], [0, 0, ANSWER_TURN, NON_POLICY, NON_POLICY]])
+    mask = (turns != NON_POLICY).long()
+    # row 0: turn 0 mean (0.2 + 0.4)/2 = 0.3, turn 1 −0.1, answer 0.6; row 1: turn 0 (0.1 + 0.3)/2 = 0.2, answer 0.5
+    # (row 1's turn 0 is its own segment, not row 0's); masked-out tokens read their segment's mean, 0 here
+    expected = [[0.0, 0.3, 0.3, -0.1, 0.6], [0.2, 0.2, 0.5, 0.0, 0.0]]
+    assert turn_log_ratio_per_token(lp, old, mask, turns).tolist() == [pytest.approx(r, abs=1e-12) for r in expected]
+    adv = torch.ones(2, 5, **f64)
+    loss, _ = clipped_surrogate(lp, old, adv, mask, 0.2, 0.28, ratio_level="turn", turns=turns)
+    # token-mean of −min(ρA, clip(ρ)A) over 7 tokens, A = 1, ρ = e^{turn mean} clipped above at 1.28:
+    # e^0.3 = 1.3498588 → 1.28 (twice), e^−0.1 = 0.9048374, e^0.6 → 1.28, e^0.2 = 1.2214028 (twice), e^0.5 → 1.28
+    by_hand = -(1.28 * 2 + 0.9048374 + 1.28 + 1.2214028 * 2 + 1.28) / 7
+    assert loss.item() == pytest.approx(by_hand, abs=1e-6)
+    loss.backward()
+    # an unclipped turn of n tokens adds −n·ρ/7 to the loss, and dρ/dlp_t = ρ/n on each of its tokens: −ρ/7 each;
+    # clipped turns pass nothing
+    grad = lp.grad.tolist()
+    assert grad[0] == pytest.approx([0, 0, 0, -0.9048374 / 7, 0], abs=1e-6)
+    assert grad[1] == pytest.approx([-1.2214028 / 7, -1.2214028 / 7, 0, 0, 0], abs=1e-6)
+    with pytest.raises(ValueError, match="ratio_level=turn needs each token's turn id"):
+        clipped_surrogate(lp, old, adv, mask, 0.2, 0.28, ratio_level="turn")
+
+
+def test_the_token_ratio_ignores_turn_ids():
+    lp, old = _logprobs()
+    mask = torch.ones_like(ADVS)
+    plain, _ = policy_loss(lp, old, ADVS, mask)
+    with_turns, _ = policy_loss(lp, old, ADVS, mask, turn_ids=torch.zeros_like(mask, dtype=torch.long))
+    assert with_turns.item() == plain.item()
+
+
 def test_policy_loss_adds_kl_and_tis():
     lp, old = _logprobs()
     mask = torch.ones_like(ADVS)

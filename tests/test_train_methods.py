@@ -132,3 +132,12 @@ def test_mc_value_trains_and_logs_its_continuation_cost(tmp_path):
     assert all(float(r["credit/measured"]) >= 1 and float(r["credit/extra_tokens"]) > 0 for r in rows)  # S_0 at least
     samples = [json.loads(line) for line in (tmp_path / "credit_samples.jsonl").read_text().splitlines()]
     assert samples and all(len(s["state_values"]) == s["num_tool_turns"] + 1 for s in samples)
+
+
+def test_the_turn_level_ratio_trains_the_critic_arm(tmp_path):
+    # the update hands each token's turn id to the loss: without it ratio_level=turn raises
+    train_tiny(tmp_path, "arm=turn_critic_turn_ratio", *MORE)
+    rows = read_metrics(tmp_path)
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss") not in (None, "")]
+    assert losses and all(torch.isfinite(torch.tensor(losses)))
+    assert "credit/critic_loss" in logged(tmp_path, "credit/")

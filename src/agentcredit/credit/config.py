@@ -26,7 +26,7 @@ from agentcredit.credit.registry import get_credit
 # The loss's settings are policy_loss's keyword arguments, less the tensors the module hands it.
 _LOSS_PARAMS = inspect.signature(policy_loss).parameters
 LOSS_KNOBS = tuple(k for k, p in _LOSS_PARAMS.items() if p.kind == p.KEYWORD_ONLY
-                   and k not in ("ref_logprobs", "behaviour_logprobs"))
+                   and k not in ("ref_logprobs", "behaviour_logprobs", "turn_ids"))  # tensors, not knobs
 
 
 @dataclass(frozen=True)

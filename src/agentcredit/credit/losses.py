@@ -16,6 +16,9 @@ The importance ratio is a registry of its own (``RATIO_LEVELS``, extended with `
 - ``ratio_level="sequence"`` (GSPO, Zheng et al. 2025; ``credit=gspo`` is GRPO with it): one ratio per sequence,
   s_i = exp(mean_t (log π_θ − log π_old)), the length-normalised sequence ratio, used for every token
   of that sequence; GSPO's clip ranges are 3e-4 / 4e-4 (``GSPO_CLIP_LOW/HIGH``).
+- ``ratio_level="turn"``: the same rule per turn, s_{i,k} = exp(mean over turn k's tokens of the log-ratio), on
+  every token of that turn (a whole turn is one action, as in a turn-level MDP such as Turn-PPO's); it reads
+  each token's turn id (``turns``, the batch's ``turn_ids``).
 - Truncated importance sampling (``tis_weights``): the sampler's log-probabilities (behaviour
   policy, e.g. an inference engine or an earlier generate call) differ slightly from the trainer's
   recomputed π_old; each token's loss is weighted by min(π_old/π_behaviour, cap), detached.
@@ -101,19 +104,46 @@ def token_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Ten
     return logprobs - old_logprobs
 
 
-def sequence_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
+def sequence_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
     """GSPO: each sequence's ``sequence_log_ratio`` on every one of its tokens. (B, L) → (B, L)."""
     return sequence_log_ratio(logprobs, old_logprobs, mask).unsqueeze(-1).expand_as(logprobs)
 
 
-LogRatioFn = Callable[[Tensor, Tensor, Tensor], Tensor]
-# ratio level -> per-token log-ratio (logprobs, old_logprobs, mask) → (B, L) that the clipped surrogate exponentiates.
-_RATIOS: dict[str, LogRatioFn] = {"token": token_log_ratio, "sequence": sequence_log_ratio_per_token}
+def token_log_ratio_of_level(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
+    """The token level as a ratio mode: each token's own log-ratio. (B, L) → (B, L)."""
+    return token_log_ratio(logprobs, old_logprobs, mask)
+
+
+def turn_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
+    """Each turn's mean log-ratio over its masked tokens, on every token of that turn: one (row, turn id) is one
+    segment, so equal turn ids of different rows stay apart. (B, L) → (B, L); masked-out tokens get their
+    segment's mean too (their loss is masked anyway)."""
+    if turns is None:
+        raise ValueError("ratio_level=turn needs each token's turn id (the batch's turn_ids)")
+    weight = mask.to(logprobs.dtype)
+    delta = torch.where(weight > 0, logprobs - old_logprobs, torch.zeros((), dtype=logprobs.dtype)) * weight
+    rows, length = delta.shape
+    ids = turns.to(device=delta.device, dtype=torch.long)
+    low = ids.min()
+    span = ids.max() - low + 1
+    segment = (torch.arange(rows, device=delta.device)[:, None] * span + (ids - low)).reshape(-1)  # (B·L,)
+    slots = rows * int(span)
+    sums = torch.zeros(slots, dtype=delta.dtype, device=delta.device).index_add(0, segment, delta.reshape(-1))
+    counts = torch.zeros(slots, dtype=delta.dtype, device=delta.device).index_add(0, segment, weight.reshape(-1))
+    return (sums / counts.clamp(min=1))[segment].view(rows, length)
+
+
+LogRatioFn = Callable[[Tensor, Tensor, Tensor, "Tensor | None"], Tensor]
+# ratio level -> per-token log-ratio (logprobs, old_logprobs, mask, turns) → (B, L) that the clipped surrogate
+# exponentiates; `turns` (B, L) is each token's turn id, None where the caller has none.
+_RATIOS: dict[str, LogRatioFn] = {"token": token_log_ratio_of_level, "sequence": sequence_log_ratio_per_token,
+                                  "turn": turn_log_ratio_per_token}
 RATIO_LEVELS = tuple(_RATIOS)  # the built-in ones; ratio_levels() adds those registered since
 
 
 def register_ratio(level: str, fn: LogRatioFn) -> None:
-    """Add an importance-ratio mode, chosen with ``credit.ratio_level=<level>``."""
+    """Add an importance-ratio mode, chosen with ``credit.ratio_level=<level>``: ``fn(logprobs, old_logprobs, mask,
+    turns)`` → the per-token log-ratio (B, L); ``turns`` is each token's turn id (B, L), or None."""
     if level in _RATIOS:
         raise ValueError(f"ratio level {level!r} is already registered; pick another name")
     _RATIOS[level] = fn
@@ -133,17 +163,19 @@ def clipped_surrogate(
     agg: str = "token-mean",
     ratio_level: str = "token",
     token_weights: Tensor | None = None,
+    turns: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Loss to minimise: −aggregate(min(ρA, clip(ρ, 1−c−, 1+c+)A)) (negative of eq. 12).
 
-    All inputs (B, L); ``token_weights`` (B, L) multiplies each token's loss (TIS weights).
+    All inputs (B, L); ``token_weights`` (B, L) multiplies each token's loss (TIS weights); ``turns`` (B, L) each
+    token's turn id, which ``ratio_level="turn"`` needs.
     Returns (loss, stats) with detached stats: clip_frac (tokens where the clipped branch is taken),
     clip_frac_low / clip_frac_high (by side), approx_kl (k3 estimate of KL(π_old ‖ π_θ)), ratio_mean.
     """
     if ratio_level not in _RATIOS:
         raise ValueError(f"ratio_level must be one of {tuple(_RATIOS)}, got {ratio_level!r}")
     per_token_log_ratio = token_log_ratio(logprobs, old_logprobs, mask)  # (B, L)
-    log_ratio = _RATIOS[ratio_level](logprobs, old_logprobs, mask)  # (B, L)
+    log_ratio = _RATIOS[ratio_level](logprobs, old_logprobs, mask, turns)  # (B, L)
     ratio = torch.exp(log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))  # (B, L)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1 - clip_low, 1 + clip_high)
@@ -181,6 +213,7 @@ def policy_loss(
     kl_coef: float = 0.0,
     behaviour_logprobs: Tensor | None = None,
     tis_cap: float | None = None,
+    turn_ids: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """The full training loss: clipped surrogate (TIS-weighted when ``tis_cap`` and the sampler's
     ``behaviour_logprobs`` are given) + kl_coef · aggregate(k3 KL to the reference).
@@ -195,7 +228,7 @@ def policy_loss(
                              "log-probabilities or set credit.tis_cap=null")
         weights = tis_weights(old_logprobs, behaviour_logprobs, tis_cap)
     loss, stats = clipped_surrogate(logprobs, old_logprobs, advantages, mask, clip_low, clip_high,
-                                    loss_agg, ratio_level, weights)
+                                    loss_agg, ratio_level, weights, turn_ids)
     if weights is not None:
         stats["tis_weight_mean"] = masked_mean(weights, mask).detach()
     if kl_coef > 0:

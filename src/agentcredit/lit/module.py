@@ -246,7 +246,7 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
             ref_logprobs = self.credit_inputs.reference_token_logprobs(batch["input_ids"], batch["attention_mask"],
                                                                        self.rollout_cfg.temperature)
         loss, stats = policy_loss(logprobs, old, adv, batch["loss_mask"], ref_logprobs=ref_logprobs,
-                                  behaviour_logprobs=behaviour, **self.loss_settings)
+                                  behaviour_logprobs=behaviour, turn_ids=batch["turn_ids"], **self.loss_settings)
         share = step.loss_share(batch["loss_mask"], len(chunk))
         self.manual_backward(loss * share)
         step.add_batch(loss, share, stats, gap, batch["loss_mask"], len(chunk), forward_tokens)
