@@ -7,8 +7,9 @@ A page line is *shown* by
 - browser.find: each matching line it prints as "L<n>: ..." on the page at the call's cursor; the overflow
   "N more at L.., L.." lists numbers whose text is not shown, so those lines are not shown;
 - browser.search: a leading line of a result page when the whole line (whitespace-normalised, as the summary
-  joins it) stands in that result's summary before any "…" cut. The synthetic world's leads are longer than
-  the summary, so there a search shows no fact line; a user corpus with short first lines can.
+  joins it) stands in that result's summary before any "…" cut. Under env=default (100-character summaries) a
+  search shows many of the synthetic world's leading fact lines; the testbed's view (env/testbed.yaml,
+  summary_chars 0) lists no summary, so there a search shows none.
 An observation that starts with "Error:", a "No match" or "No results" observation and a turn that is not a
 tool call show nothing. A clipped line (over env.max_line_chars) counts as shown: its start is on screen.
 
