@@ -180,6 +180,23 @@ def test_matched_extra_rollouts():
         matched_extra_rollouts([], [], 8)
 
 
+def test_matched_phases_and_the_phase_of_a_step_by_hand():
+    from agentcredit.credit.budget import extra_rollouts_at, matched_phases
+
+    # 5 logged steps (0, 2, 4, 6, 8), G = 8, 800 tokens a group (100 a rollout); continuations 300, 300, 200, 100, 0.
+    # Two phases, larger first: steps 0, 2, 4 (mean 266.7 → round(2.67) = 3) and 6, 8 (mean 50 → round(0.5) = 0,
+    # Python's round to even)
+    schedule = matched_phases([0, 2, 4, 6, 8], [300, 300, 200, 100, 0], [800] * 5, 8, 2)
+    assert schedule == [(0, 3), (6, 0)]
+    assert [extra_rollouts_at(schedule, s) for s in (0, 5, 6, 499)] == [3, 3, 0, 0]
+    # one phase is the whole run's number: mean 180 → 2
+    assert matched_phases([0, 2, 4, 6, 8], [300, 300, 200, 100, 0], [800] * 5, 8, 1) == [(0, 2)]
+    with pytest.raises(ValueError, match="credit.match_phases must be an integer >= 1, got 0"):
+        validate_credit_config("grpo", {"match_phases": 0})
+    with pytest.raises(ValueError, match=r"^credit.match_phases=2 needs credit.match_metrics"):
+        validate_credit_config("grpo", {"match_phases": 2, "extra_rollouts": 2})
+
+
 def test_group_size_knobs_belong_to_every_method_and_reach_the_run_knobs():
     # credit=budget-grpo is GRPO with extra_rollouts 2; any method takes the same knobs (here TRACE with 3)
     for name in ("grpo", "trace", "prover"):
@@ -205,7 +222,11 @@ def test_extra_rollouts_from_a_prover_runs_metrics(tmp_path):
     csv_path = tmp_path / "metrics.csv"
     # steps with continuations: 300 and 100 tokens per group; 8 rollouts cost 800 (100 each) → round(200/100) = 2
     csv_path.write_text("step,credit/extra_tokens,credit/group_tokens,val/accuracy\n0,300,800,\n1,100,800,\n1,,,0.5\n")
-    assert extra_rollouts({"match_metrics": str(csv_path), "extra_rollouts": 5}, 8) == 2
-    assert extra_rollouts({"extra_rollouts": 3}, 8) == 3 and extra_rollouts({}, 8) == 0
+    assert extra_rollouts({"match_metrics": str(csv_path), "extra_rollouts": 5}, 8) == [(0, 2)]
+    assert extra_rollouts({"extra_rollouts": 3}, 8) == [(0, 3)] and extra_rollouts({}, 8) == [(0, 0)]
+    # two phases, one step each: round(300/100) = 3 from step 0, round(100/100) = 1 from step 1
+    assert extra_rollouts({"match_metrics": str(csv_path), "match_phases": 2}, 8) == [(0, 3), (1, 1)]
+    with pytest.raises(ValueError, match="credit.match_phases=3 is more than the 2 steps"):
+        extra_rollouts({"match_metrics": str(csv_path), "match_phases": 3}, 8)
     with pytest.raises(ValueError, match="is not a file"):
         extra_rollouts({"match_metrics": str(tmp_path / "none.csv")}, 8)

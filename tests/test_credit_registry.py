@@ -271,7 +271,7 @@ def test_split_routes_knobs():
     cfg = _composed("trace") | {"K": 0, "tis_cap": 2.0}
     split = split_credit_config(cfg)
     assert split.advantage["K"] == 0 and split.loss["tis_cap"] == 2.0
-    assert split.run == {"reference_path": None, "extra_rollouts": 0, "match_metrics": None}
+    assert split.run == {"reference_path": None, "extra_rollouts": 0, "match_metrics": None, "match_phases": 1}
     assert "name" not in split.advantage
 
 

@@ -141,3 +141,15 @@ def test_the_turn_level_ratio_trains_the_critic_arm(tmp_path):
     losses = [float(r["train/loss"]) for r in rows if r.get("train/loss") not in (None, "")]
     assert losses and all(torch.isfinite(torch.tensor(losses)))
     assert "credit/critic_loss" in logged(tmp_path, "credit/")
+
+
+def test_budget_grpo_matched_over_phases_widens_its_groups_by_phase(tmp_path):
+    # a ProVer run of G = 3 rollouts, 100 tokens each: its continuations cost 2 rollouts' worth at step 0, none at
+    # step 1; matched over 2 phases, this run's groups are 3 + 2 at step 0 and 3 + 0 at step 1
+    prover = tmp_path / "prover_metrics.csv"
+    prover.write_text("step,credit/extra_tokens,credit/group_tokens\n0,200,300\n1,0,300\n")
+    run = tmp_path / "run"
+    train_tiny(run, "credit=budget-grpo", f"credit.match_metrics={prover}", "credit.match_phases=2", *MORE,
+               "trainer.max_steps=2", "trainer.val_check_interval=2")
+    sizes = {int(r["step"]): float(r["rollout/group_size"]) for r in read_metrics(run) if r.get("rollout/group_size")}
+    assert sizes == {0: 5.0, 1: 3.0}

@@ -66,6 +66,9 @@ def validate_credit_config(name: str, knobs: Mapping) -> None:
         check, expected = checks[key]  # the registry holds a check for every knob of the method
         if not check(value):
             raise ValueError(f"credit.{key} must be {expected}, got {value!r}")
+    if (knobs.get("match_phases") or 1) > 1 and knobs.get("match_metrics") is None:
+        raise ValueError(f"credit.match_phases={knobs['match_phases']} needs credit.match_metrics (a ProVer run's "
+                         "metrics.csv) to match its phases against; or give credit.extra_rollouts alone")
     if "eligible_low" in knobs or "eligible_high" in knobs:
         band = {**knob_defaults(name), **knobs}
         low, high = band["eligible_low"], band["eligible_high"]

@@ -201,20 +201,23 @@ def build_group(method, run_knobs: dict, trajectories: list[Trajectory], questio
     return group, logs
 
 
-def extra_rollouts(run_knobs: dict, group_size: int) -> int:
-    """Rollouts added to each group: from ``match_metrics`` (a ProVer run's metrics.csv) when set, else
-    ``extra_rollouts`` (0 for methods without these knobs)."""
-    from agentcredit.credit.budget import matched_extra_rollouts
+def extra_rollouts(run_knobs: dict, group_size: int) -> list[tuple[int, int]]:
+    """Rollouts added to each group, as [(first step, extra rollouts)] phases: from ``match_metrics`` (a ProVer run's
+    metrics.csv, matched over ``match_phases`` phases) when set, else ``extra_rollouts`` from step 0 (0 for methods
+    without these knobs)."""
+    from agentcredit.credit.budget import matched_phases
     from agentcredit.records.metrics import metrics_by_step
 
     path = run_knobs.get("match_metrics")
     if path is None:
-        return int(run_knobs.get("extra_rollouts") or 0)
+        return [(0, int(run_knobs.get("extra_rollouts") or 0))]
     if not Path(path).is_file():
         raise ValueError(f"credit.match_metrics {path!r} is not a file; give the metrics.csv of a ProVer run")
     columns = ("credit/extra_tokens", "credit/group_tokens")
-    logged = [values for values in metrics_by_step(path, columns).values() if len(values) == len(columns)]
-    extra, tokens = [values[columns[0]] for values in logged], [values[columns[1]] for values in logged]
-    if not extra:
+    logged = sorted((step, values) for step, values in metrics_by_step(path, columns).items()
+                    if len(values) == len(columns))
+    if not logged:
         raise ValueError(f"{path} logs no credit/extra_tokens and credit/group_tokens; is it a ProVer run's metrics.csv?")
-    return matched_extra_rollouts(extra, tokens, group_size)
+    steps = [step for step, _ in logged]
+    extra, tokens = [values[columns[0]] for _, values in logged], [values[columns[1]] for _, values in logged]
+    return matched_phases(steps, extra, tokens, group_size, int(run_knobs.get("match_phases") or 1))

@@ -23,6 +23,7 @@ from agentcredit.credit.config import CreditConfig, loss_settings
 from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
+from agentcredit.credit.budget import extra_rollouts_at
 from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
@@ -80,8 +81,8 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         self.credit = credit  # split once, by the composition root (compose.build_module)
         self.method = get_credit(self.credit.name)
         self.loss_settings = loss_settings(self.credit)
-        # Budget-matched GRPO widens every group; other methods add nothing.
-        self.group_size = rollout_cfg.group_size + extra_rollouts(self.credit.run, rollout_cfg.group_size)
+        # Budget-matched GRPO widens every group (by phase, when matched over phases); other methods add nothing.
+        self.extra_rollout_phases = extra_rollouts(self.credit.run, rollout_cfg.group_size)
         self.settings = settings
         self.credit_inputs = credit_inputs
         self.critic = credit_inputs.critic  # a learned value head (lit/critic.py), a submodule so checkpoints hold it
@@ -90,6 +91,11 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         self._val_outcomes: list[dict] = []
         self._engine = None  # rollout.engine=vllm: built at the first rollout, from the weights of that moment
         self._engine_step: int | None = None  # global_step whose weights the engine holds
+
+    @property
+    def group_size(self) -> int:
+        """Rollouts per group at this step: rollout.group_size plus the extra rollouts of the step's phase."""
+        return self.rollout_cfg.group_size + extra_rollouts_at(self.extra_rollout_phases, self.global_step)
 
     # ------------------------------------------------------------------ rollouts
     def _worker(self, temperature: float, stream: int) -> RolloutWorker:
@@ -144,7 +150,8 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         # FSDP2: each process samples its own questions to its own lengths, so on whole (gathered) weights.
         gathered = FullWeights(self.policy)
         worker = self._worker(self.rollout_cfg.temperature, stream=0)
-        groups = worker.rollout(questions, self.group_size)
+        group_size = self.group_size  # this step's: the optimiser step below moves global_step on
+        groups = worker.rollout(questions, group_size)
         t_rollout = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -181,7 +188,7 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
             stats["time/weight_sync_s"] = self._sync_engine()
             stats.update(self._per_rank(stats, ("time/weight_sync_s", "rollout/logprob_gap")))
 
-        self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update)
+        self._log_step(trajectories, credit_logs, stats, t_rollout, t_credit, t_update, group_size)
         self._remember_samples(samples)
 
     @property
@@ -267,7 +274,7 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         return (lambda: token_logprobs(self.policy, batch["input_ids"], mask, temperature, positions)), \
             int(batch["attention_mask"].sum())
 
-    def _log_step(self, trajectories, credit_logs, stats, t_rollout, t_credit, t_update):
+    def _log_step(self, trajectories, credit_logs, stats, t_rollout, t_credit, t_update, group_size: int):
         rewards = torch.tensor([t.reward for t in trajectories])
         n = len(trajectories)
         mean = lambda key: sum(float(t.diagnostics.get(key, 0)) for t in trajectories) / n  # noqa: E731
@@ -284,7 +291,7 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
             "time/credit_s": t_credit,
             "time/update_s": t_update,
             "time/step_s": t_rollout + t_credit + t_update,
-            "rollout/group_size": float(self.group_size),
+            "rollout/group_size": float(group_size),
         }
         metrics.update({k if "/" in k else f"train/{k}": v for k, v in stats.items()})
         groups = torch.tensor([t.group for t in trajectories])
