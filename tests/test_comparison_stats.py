@@ -259,7 +259,10 @@ COMMITTED = {"compare_long": ["compare_long"],
              "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"],
              "compare_long_vs_grpo": ["compare_long", "--reference", "grpo"],  # the verdicts against plain GRPO
              # the tuned comparison as far as it has run (docs/tuning.md, "Across sessions"), with its gains over the base policy
-             "compare_long_tuned": ["compare_long_tuned", "--base-policy", "base_policy_long"]}
+             "compare_long_tuned": ["compare_long_tuned", "--base-policy", "base_policy_long"],
+             # the same against tuned GRPO, which trains at the credit arms' learning rate (docs/tuning.md)
+             "compare_long_tuned_vs_grpo": ["compare_long_tuned", "--reference", "grpo_tuned", "--base-policy",
+                                            "base_policy_long"]}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "compare_long" else [pytest.mark.slow])
@@ -272,7 +275,7 @@ def test_committed_report_regenerates_byte_for_byte(name, tmp_path):
 
     main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
     results = ROOT / "docs" / "results"
-    argv = [a if a.startswith("-") or a == "grpo" else str(results / a) for a in COMMITTED[name]]
+    argv = [a if a.startswith("-") or a in ("grpo", "grpo_tuned") else str(results / a) for a in COMMITTED[name]]
     assert main([*argv, "--out", str(tmp_path)]) == 0
     assert (tmp_path / "compare.md").read_text() == (results / name / "compare.md").read_text()
 

@@ -153,6 +153,9 @@ COMMANDS = {
     "hydra.run.dir=outputs/eval/base_policy_long_test": (FAST, ["n=2"]),
     "python scripts/compare.py docs/results/compare_long_tuned --base-policy docs/results/base_policy_long": (
         FAST, ["--out", "{tmp}"]),
+    "python scripts/compare.py docs/results/compare_long_tuned --reference grpo_tuned --base-policy "
+    "docs/results/base_policy_long --out docs/results/compare_long_tuned_vs_grpo": (
+        "test", "tests/test_comparison_stats.py::test_committed_report_regenerates_byte_for_byte"),
     "python scripts/research/success_by_hops.py <seed 3's> <seed 4's>": (
         "test", "tests/test_success_by_hops.py::test_pools_files_and_splits_by_the_number_of_hops"),
     # Resuming
