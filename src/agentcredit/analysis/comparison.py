@@ -417,7 +417,7 @@ def markdown_report(runs: list[Run], settings: VerdictSettings | None = None, ba
     arm's gain over the policy it started from."""
     settings = settings or VerdictSettings()
     arms = by_arm(runs)
-    lines = ["| arm | seeds | test accuracy % (95% CI) | test format % | test tool calls | reward AUC | "
+    lines = ["| arm | seeds | test accuracy % (± 95% t over seeds) | test format % | test tool calls | reward AUC | "
              "tokens / step | step s | ProVer accepted % | extra tokens % | TRACE δ mean | TRACE δ std |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, arm_runs in arms.items():
