@@ -86,6 +86,7 @@ def hostile_corpus() -> list[tuple[str, str, bytes]]:
                         "seed nan": "credit: {name: grpo}\nseed: .nan\n", "deep": "credit: " + DEEP + "\n",
                         "credit list": "credit: [1]\n", "credit name list": "credit: {name: [1]}\n",
                         "arm dotdot": "credit: {name: grpo}\narm: ../../X\n", "arm list": "credit: {name: grpo}\narm: [1]\n",
+                        "arm null": "credit: {name: grpo}\narm:\n", "arm null, int key": "0:\narm:\n",
                         "judge list": "credit: {name: prover}\njudge: [1]\n", "binary": "\udcff",
                         "broken": "credit: [unclosed\n", "list": "- a\n", "seed word": "credit: {name: grpo}\nseed: one\n"}.items():
         cases.append(("config", label, text.encode("utf-8", "surrogateescape")))

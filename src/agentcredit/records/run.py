@@ -105,7 +105,8 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    arm: Annotated[str | None, BeforeValidator(_empty_is_missing), Field(max_length=200)] = None
+    # the length bound on the string alone: on `str | None` pydantic applies it to a null too (a TypeError)
+    arm: Annotated[Annotated[str, Field(max_length=200)] | None, BeforeValidator(_empty_is_missing)] = None
     seed: Annotated[Seed, BeforeValidator(_no_bool)] = 0
     credit: CreditSection = Field(default_factory=CreditSection)
     judge: JudgeSection | None = None
