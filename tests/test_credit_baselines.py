@@ -217,16 +217,16 @@ def test_the_ratio_level_is_a_loss_setting(knobs, level):
 
 
 def test_extra_rollouts_from_a_prover_runs_metrics(tmp_path):
-    from agentcredit.lit.credit_inputs import extra_rollouts
+    from agentcredit.lit.credit_inputs import extra_rollout_phases
 
     csv_path = tmp_path / "metrics.csv"
     # steps with continuations: 300 and 100 tokens per group; 8 rollouts cost 800 (100 each) → round(200/100) = 2
     csv_path.write_text("step,credit/extra_tokens,credit/group_tokens,val/accuracy\n0,300,800,\n1,100,800,\n1,,,0.5\n")
-    assert extra_rollouts({"match_metrics": str(csv_path), "extra_rollouts": 5}, 8) == [(0, 2)]
-    assert extra_rollouts({"extra_rollouts": 3}, 8) == [(0, 3)] and extra_rollouts({}, 8) == [(0, 0)]
+    assert extra_rollout_phases({"match_metrics": str(csv_path), "extra_rollouts": 5}, 8) == [(0, 2)]
+    assert extra_rollout_phases({"extra_rollouts": 3}, 8) == [(0, 3)] and extra_rollout_phases({}, 8) == [(0, 0)]
     # two phases, one step each: round(300/100) = 3 from step 0, round(100/100) = 1 from step 1
-    assert extra_rollouts({"match_metrics": str(csv_path), "match_phases": 2}, 8) == [(0, 3), (1, 1)]
+    assert extra_rollout_phases({"match_metrics": str(csv_path), "match_phases": 2}, 8) == [(0, 3), (1, 1)]
     with pytest.raises(ValueError, match="credit.match_phases=3 is more than the 2 steps"):
-        extra_rollouts({"match_metrics": str(csv_path), "match_phases": 3}, 8)
+        extra_rollout_phases({"match_metrics": str(csv_path), "match_phases": 3}, 8)
     with pytest.raises(ValueError, match="is not a file"):
-        extra_rollouts({"match_metrics": str(tmp_path / "none.csv")}, 8)
+        extra_rollout_phases({"match_metrics": str(tmp_path / "none.csv")}, 8)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.lit.credit_inputs import extra_rollouts
+from agentcredit.lit.credit_inputs import extra_rollout_phases
 from agentcredit.records import RecordError
 from agentcredit.records.metrics import metrics_by_step, read_steps_rows
 
@@ -78,9 +78,9 @@ def test_budget_grpo_matches_the_steps_that_logged_both_figures(tmp_path):
     # costs mean(800, 800) / 4 = 200 tokens and the continuations mean(400, 200) = 300 tokens: round(1.5) = 2
     path = write(tmp_path, "step,credit/extra_tokens,credit/group_tokens,val/accuracy\n"
                            "0,400,800,\n1,200,800,\n1,,,0.5\n")
-    assert extra_rollouts({"match_metrics": str(path)}, group_size=4) == [(0, 2)]
+    assert extra_rollout_phases({"match_metrics": str(path)}, group_size=4) == [(0, 2)]
     with pytest.raises(ValueError, match="logs no credit/extra_tokens"):
-        extra_rollouts({"match_metrics": str(write(tmp_path, "step,val/accuracy\n0,0.5\n"))}, group_size=4)
+        extra_rollout_phases({"match_metrics": str(write(tmp_path, "step,val/accuracy\n0,0.5\n"))}, group_size=4)
 
 
 def test_plot_reads_a_curve_through_the_reader(tmp_path):

@@ -115,9 +115,11 @@ def _finite_number(value) -> bool:
         return False
 
 
-def spearman_with_interval(x: list[float], y: list[float], level: float, n_boot: int, seed: int) -> dict:
+def spearman_with_interval(x: list[float], y: list[float], level: float, n_boot: int, seed: int,
+                           x_sd=None, y_sd=None) -> dict:
     """ρ over the arms, and a percentile bootstrap interval from resampling arms with replacement (numpy's
-    default_rng(seed)); resamples with a constant x or y are left out (no rank correlation exists there)."""
+    default_rng(seed)); resamples with a constant x or y are left out (no rank correlation exists there). With
+    `x_sd` and `y_sd` (one sd per arm) each drawn point also moves by a normal draw of its own sd."""
     n = len(x)
     if n < 3:
         return {"rho": None, "lo": None, "hi": None, "arms": n, "resamples_used": 0, "bootstrap": n_boot}
@@ -126,9 +128,13 @@ def spearman_with_interval(x: list[float], y: list[float], level: float, n_boot:
     xs, ys, kept = np.asarray(x), np.asarray(y), []
     for _ in range(n_boot):
         pick = rng.integers(n, size=n)
-        if np.ptp(xs[pick]) == 0 or np.ptp(ys[pick]) == 0:
+        x_drawn, y_drawn = xs[pick], ys[pick]
+        if x_sd is not None:
+            x_drawn = x_drawn + np.asarray(x_sd)[pick] * rng.standard_normal(n)
+            y_drawn = y_drawn + np.asarray(y_sd)[pick] * rng.standard_normal(n)
+        if np.ptp(x_drawn) == 0 or np.ptp(y_drawn) == 0:
             continue
-        kept.append(stats.spearmanr(xs[pick], ys[pick]).statistic)
+        kept.append(stats.spearmanr(x_drawn, y_drawn).statistic)
     lo, hi = (np.quantile(kept, [(1 - level) / 2, (1 + level) / 2]) if kept else (None, None))
     return {"rho": _round(rho), "lo": _round(None if lo is None else float(lo)), "hi": _round(None if hi is None else float(hi)),
             "arms": n, "resamples_used": len(kept), "bootstrap": n_boot}
@@ -140,26 +146,12 @@ def spearman_with_point_noise(points: list[dict], level: float, n_boot: int, see
     the wider of its gain intervals (bootstrap, or t over seeds); sd = interval width / (2 z), z at the interval's
     level. An approximation (the intervals need not be normal), but it lets ρ's interval count that the points'
     order is itself uncertain, which resampling arms alone does not."""
-    n = len(points)
-    if n < 3:
-        return {"lo": None, "hi": None, "resamples_used": 0, "bootstrap": n_boot}
     z = float(stats.norm.ppf(0.5 + level / 2))
-    x = np.array([p["fidelity"]["value"] for p in points])
-    y = np.array([p["gain_points"]["value"] for p in points])
-    x_sd = np.array([_sd(p["fidelity"], z) for p in points])
-    y_sd = np.array([max(_sd(p["gain_points"], z), _sd(p["gain_seed_interval"], z)) for p in points])
-    rng = np.random.default_rng(seed)
-    kept = []
-    for _ in range(n_boot):
-        pick = rng.integers(n, size=n)
-        xs = x[pick] + x_sd[pick] * rng.standard_normal(n)
-        ys = y[pick] + y_sd[pick] * rng.standard_normal(n)
-        if np.ptp(xs) == 0 or np.ptp(ys) == 0:
-            continue
-        kept.append(stats.spearmanr(xs, ys).statistic)
-    lo, hi = (np.quantile(kept, [(1 - level) / 2, (1 + level) / 2]) if kept else (None, None))
-    return {"lo": _round(None if lo is None else float(lo)), "hi": _round(None if hi is None else float(hi)),
-            "resamples_used": len(kept), "bootstrap": n_boot}
+    found = spearman_with_interval(
+        [p["fidelity"]["value"] for p in points], [p["gain_points"]["value"] for p in points], level, n_boot, seed,
+        x_sd=[_sd(p["fidelity"], z) for p in points],
+        y_sd=[max(_sd(p["gain_points"], z), _sd(p["gain_seed_interval"], z)) for p in points])
+    return {key: found[key] for key in ("lo", "hi", "resamples_used", "bootstrap")}
 
 
 def _sd(interval: dict | None, z: float) -> float:

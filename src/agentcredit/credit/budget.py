@@ -7,7 +7,7 @@ GRPO (ProVer section 4 and Appendix A.3, Table 4), which is GRPO with them.
 Each group gets ``extra_rollouts`` more rollouts (default 0), so the policy samples about as many tokens per step
 as a ProVer run spends on its boundary continuations. ``credit=budget-grpo`` (conf/credit/budget-grpo.yaml) is
 ``credit=grpo`` with ``extra_rollouts: 2``; it is not a credit method of its own. The orchestrator reads the
-knobs (``lit.credit_inputs.extra_rollouts``) and widens the groups, whatever the method.
+knobs (``lit.credit_inputs.extra_rollout_phases``) and widens the groups, whatever the method.
 
 ProVer matches its runs' realised budget with two phase-specific group sizes over 100 steps. Here one number holds
 for the whole run, given (``extra_rollouts``) or derived from a ProVer run's logged ``credit/extra_tokens`` and

@@ -99,7 +99,7 @@ def sequence_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> 
     return masked_mean(logprobs - old_logprobs, mask, dim=-1)
 
 
-def token_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Tensor:
+def token_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
     """log π_θ − log π_old of every token. (B, L) → (B, L)."""
     return logprobs - old_logprobs
 
@@ -107,11 +107,6 @@ def token_log_ratio(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor) -> Ten
 def sequence_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
     """GSPO: each sequence's ``sequence_log_ratio`` on every one of its tokens. (B, L) → (B, L)."""
     return sequence_log_ratio(logprobs, old_logprobs, mask).unsqueeze(-1).expand_as(logprobs)
-
-
-def token_log_ratio_of_level(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
-    """The token level as a ratio mode: each token's own log-ratio. (B, L) → (B, L)."""
-    return token_log_ratio(logprobs, old_logprobs, mask)
 
 
 def turn_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tensor, turns: Tensor | None = None) -> Tensor:
@@ -136,7 +131,7 @@ def turn_log_ratio_per_token(logprobs: Tensor, old_logprobs: Tensor, mask: Tenso
 LogRatioFn = Callable[[Tensor, Tensor, Tensor, "Tensor | None"], Tensor]
 # ratio level -> per-token log-ratio (logprobs, old_logprobs, mask, turns) → (B, L) that the clipped surrogate
 # exponentiates; `turns` (B, L) is each token's turn id, None where the caller has none.
-_RATIOS: dict[str, LogRatioFn] = {"token": token_log_ratio_of_level, "sequence": sequence_log_ratio_per_token,
+_RATIOS: dict[str, LogRatioFn] = {"token": token_log_ratio, "sequence": sequence_log_ratio_per_token,
                                   "turn": turn_log_ratio_per_token}
 RATIO_LEVELS = tuple(_RATIOS)  # the built-in ones; ratio_levels() adds those registered since
 

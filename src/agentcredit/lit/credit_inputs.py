@@ -201,7 +201,7 @@ def build_group(method, run_knobs: dict, trajectories: list[Trajectory], questio
     return group, logs
 
 
-def extra_rollouts(run_knobs: dict, group_size: int) -> list[tuple[int, int]]:
+def extra_rollout_phases(run_knobs: dict, group_size: int) -> list[tuple[int, int]]:
     """Rollouts added to each group, as [(first step, extra rollouts)] phases: from ``match_metrics`` (a ProVer run's
     metrics.csv, matched over ``match_phases`` phases) when set, else ``extra_rollouts`` from step 0 (0 for methods
     without these knobs)."""

@@ -24,7 +24,7 @@ from agentcredit.credit.grpo import group_signal_shares
 from agentcredit.credit.losses import policy_loss, sampler_gap
 from agentcredit.credit.registry import get_credit
 from agentcredit.credit.budget import extra_rollouts_at
-from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollouts
+from agentcredit.lit.credit_inputs import CreditInputs, build_group, extra_rollout_phases
 from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
 from agentcredit.lit.question_outcomes import question_record, save_outcomes
@@ -82,7 +82,7 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         self.method = get_credit(self.credit.name)
         self.loss_settings = loss_settings(self.credit)
         # Budget-matched GRPO widens every group (by phase, when matched over phases); other methods add nothing.
-        self.extra_rollout_phases = extra_rollouts(self.credit.run, rollout_cfg.group_size)
+        self.extra_rollout_phases = extra_rollout_phases(self.credit.run, rollout_cfg.group_size)
         self.settings = settings
         self.credit_inputs = credit_inputs
         self.critic = credit_inputs.critic  # a learned value head (lit/critic.py), a submodule so checkpoints hold it
