@@ -15,6 +15,9 @@ hydra.run.dir=<job> resume=true` (an interrupted job continues from its last.ckp
 checkpoint; a job whose folder holds tune_outcomes.jsonl and tune_summary.json is finished and skipped. OVERRIDEs
 are added to every job's training (a smoke run: trainer.max_steps=2). A SIGTERM or Ctrl-C is passed to the jobs
 running (each saves its checkpoint), and the sweep stops with status 143; run it again to continue.
+`plan` and `run` first compose each grid point's training config and check it as train.py does: a point no job could
+train with (a knob out of its range, a knob the arm lacks) is one line, before any job is listed or started. A job
+whose training still exits with status 2 (a config or data error) is reported with its line, as rerunning repeats it.
 
 A job stopped halfway continues only where its folder survives. Before a stop that may lose the folder (a session
 ending, a machine given back), let the running jobs finish and start no new one: `--start-within MINUTES` starts
@@ -47,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "src" / "agentcredit" / "conf" / "experiment"
 STOPPED = 143
+CONFIG_ERROR = 2  # train.py's exit status for a config or data error (cli/hydra_start.CONFIG_ERROR_EXIT)
 
 
 class Sweep:
@@ -54,19 +58,30 @@ class Sweep:
 
     def __init__(self):
         self.children: set[subprocess.Popen] = set()
+        self.last_lines: dict[tuple[str, ...], str] = {}  # command -> the last line its process wrote to stderr
         self.stopping = False
         self.draining = False  # the running jobs finish; no new one starts
         self.lock = threading.Lock()
 
     def call(self, command: list[str]) -> int:
+        """Run `command` to its end; its stderr is passed on line by line, and the last line kept in `last_lines`
+        (where a job that refused to start says why)."""
         with self.lock:
             if self.stopping:
                 return STOPPED
-            child = subprocess.Popen(command, cwd=ROOT)
+            child = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                     errors="replace")
             self.children.add(child)
         try:
+            last = ""
+            for line in child.stderr:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+                last = line.strip() or last
+            self.last_lines[tuple(command)] = last
             return child.wait()
         finally:
+            child.stderr.close()
             with self.lock:
                 self.children.discard(child)
 
@@ -82,14 +97,62 @@ class Sweep:
             print("[tune] no new job starts; the running ones finish", flush=True)
 
 
+def experiment_file(experiment: str) -> Path:
+    """conf/experiment/<experiment>.yaml; SpecError (one line) where the spec names an experiment that is not there."""
+    from agentcredit.analysis.tuning_spec import SpecError
+
+    path = EXPERIMENTS / f"{experiment}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in EXPERIMENTS.glob("*.yaml") if not p.stem.startswith("_")))
+        raise SpecError(f"experiment {experiment}: there is no {path}; the experiments: {known}")
+    return path
+
+
 def expected_steps(experiment: str, overrides: list[str]) -> int:
     """trainer.max_steps of the jobs: an override's, else the experiment file's."""
     import yaml
 
+    from agentcredit.analysis.tuning_spec import SpecError
+
     for override in overrides:
         if override.startswith("trainer.max_steps="):
             return int(override.split("=", 1)[1])
-    return int(yaml.safe_load((EXPERIMENTS / f"{experiment}.yaml").read_text())["trainer"]["max_steps"])
+    steps = (yaml.safe_load(experiment_file(experiment).read_text()).get("trainer") or {}).get("max_steps")
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise SpecError(f"experiment {experiment} sets no trainer.max_steps; set it there or add trainer.max_steps=N")
+    return steps
+
+
+def training_problem(overrides: list[str]) -> str | None:
+    """Why `python train.py <overrides>` would stop before it trains, in one line (Hydra's composition error, or
+    the config checks train.py runs before it loads a model: validation.validate_config), or None."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from agentcredit.checks.validation import validate_config
+    from agentcredit.cli.hydra_start import hydra_error_line
+    from agentcredit.common.configs import ConfigError, compose_config
+
+    try:
+        cfg = compose_config(overrides)
+    except (HydraException, OmegaConfBaseException) as error:
+        return hydra_error_line(error)
+    try:
+        validate_config(cfg)
+    except (ConfigError, OmegaConfBaseException) as error:
+        return str(error).splitlines()[0]
+    return None
+
+
+def checked_spec(args):
+    """The spec of `plan` and `run`, refused in one line before any job is listed or started where its experiment
+    is missing or a grid point's training config would be refused (tuning_spec.refuse_untrainable_points)."""
+    from agentcredit.analysis.tuning_spec import load_spec, refuse_untrainable_points
+
+    spec = load_spec(args.spec)
+    experiment_file(spec.experiment)
+    refuse_untrainable_points(spec, args.overrides, training_problem)
+    return spec
 
 
 def archive_dir(args) -> Path | None:
@@ -123,7 +186,10 @@ def run_job(sweep: Sweep, job, spec, steps: int, extra: list[str], archive: Path
         return "finished already" + keep(job, archive, spec, extra)
     if archive is not None and archived(entry_of(job, archive)):
         return "finished (archived)"
-    code = sweep.call([sys.executable, "train.py", *job.train_overrides(spec.experiment), *extra])
+    training = [sys.executable, "train.py", *job.train_overrides(spec.experiment), *extra]
+    code = sweep.call(training)
+    if code == CONFIG_ERROR:
+        return refused_fate(sweep.last_lines.get(tuple(training)))
     if code != 0:
         return f"training stopped (exit {code}); run the sweep again to continue it"
     code = sweep.call([sys.executable, str(Path(__file__).resolve()), "evaluate", str(job.folder),
@@ -131,6 +197,15 @@ def run_job(sweep: Sweep, job, spec, steps: int, extra: list[str], archive: Path
     if code != 0:
         return f"scoring stopped (exit {code}); run the sweep again to score it"
     return "finished" + keep(job, archive, spec, extra)
+
+
+def refused_fate(line: str | None) -> str:
+    """The fate of a job whose training exited with status 2: train.py refused its config (or data), which a rerun
+    of the sweep refuses again; `line` is what it wrote last (`config error: ...`)."""
+    kind, _, why = (line or "").partition(": ")
+    if kind in ("config error", "data error"):
+        return f"{kind}, rerunning will not fix it: {why}"
+    return f"config error (exit {CONFIG_ERROR}), rerunning will not fix it: {line or 'its message is above'}"
 
 
 def run_as_known(workers: int, runnable, run, stopping) -> dict:
@@ -182,9 +257,8 @@ def signals_to(sweep):
 
 def command_run(args) -> int:
     from agentcredit.analysis.tuning_halving import ASKED, WAITS, job_state, runnable_jobs, sweep_schedule
-    from agentcredit.analysis.tuning_spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = checked_spec(args)
     arms = only_arms(spec, args.arms)
     steps = expected_steps(spec.experiment, args.overrides)
     archive = archive_dir(args)
@@ -219,9 +293,9 @@ def command_plan(args) -> int:
     from agentcredit.analysis.tuning import dropped_after, job_finished
     from agentcredit.analysis.tuning_archive import archived, entry_of
     from agentcredit.analysis.tuning_halving import DROPPED, WAITS, budget, job_state, sweep_schedule
-    from agentcredit.analysis.tuning_spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = checked_spec(args)
+    steps = expected_steps(spec.experiment, args.overrides)
     jobs = spec.jobs(args.sweep)
     archive = archive_dir(args)
     schedules = sweep_schedule(spec, args.sweep, archive)
@@ -242,7 +316,7 @@ def command_plan(args) -> int:
             if ran is not None:
                 print(f"{grid.arm} seed {seed}: kept {', '.join(grid.points[i].name for i in ran)}")
     print(f"{budget(spec)} jobs: {len(spec.arms)} arms x {shape}, "
-          f"{expected_steps(spec.experiment, args.overrides)} steps each (experiment={spec.experiment}), "
+          f"{steps} steps each (experiment={spec.experiment}), "
           f"scored on {spec.tuning_set} tuning-set questions")
     return 0
 
@@ -263,6 +337,7 @@ def command_select(args) -> int:
 
     spec = load_spec(args.spec)
     results = select(spec, args.sweep, args.bootstrap, archive=archive_dir(args))
+    refuse_a_sweep_with_nothing_finished(results, args.sweep, archive_dir(args))
     written = write_reports(spec, results, args.out)
     chosen = [r.grid.arm for r in results if r.chosen is not None]
     for r in results:
@@ -288,6 +363,21 @@ def command_select(args) -> int:
     return 0
 
 
+def refuse_a_sweep_with_nothing_finished(results, sweep, archive: Path | None) -> None:
+    """RecordError where no job of the sweep has finished (a mistyped sweep folder or --archive): its report, all
+    "none", would replace the report of the real sweep."""
+    from agentcredit.records import RecordError
+
+    if any(point.seeds for result in results for point in result.points):
+        return
+
+    def place(folder) -> str:
+        return f"{folder}" + ("" if Path(folder).is_dir() else " (no such folder)")
+
+    archived = f" or in the archive {place(archive)}" if archive is not None else ""
+    raise RecordError(f"no job of the sweep has finished in {place(sweep)}{archived}; nothing written")
+
+
 def command_archive(args) -> int:
     from agentcredit.analysis.tuning import job_finished
     from agentcredit.analysis.tuning_spec import load_spec
@@ -308,6 +398,9 @@ def command_restore(args) -> int:
 
     spec = load_spec(args.spec)
     archive = archive_dir(args)
+    if not archive.is_dir():  # a mistyped --archive restores nothing, which must not read as success
+        raise OSError(f"the archive {archive} is {'not a folder' if archive.exists() else 'not there'}; "
+                      "nothing restored")
     check_output_path(args.sweep, kind="folder")
     restored = 0
     for job in spec.jobs(args.sweep):

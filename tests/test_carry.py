@@ -344,6 +344,36 @@ def test_load_replaces_a_damaged_last_ckpt_that_is_not_ahead_and_says_so(sweep, 
     assert carry.checkpoint_step(there / "0_arm=trace_seed=0" / "checkpoints" / "last.ckpt") == 5
 
 
+def test_a_test_row_reaches_the_step_it_was_logged_at_not_one_past_it(sweep, tmp_path, capsys):
+    """Training rows of a 5-step job are rows 0-4 and its test row is row 5 (Lightning logs the test at the steps
+    trained): its logs reach step 5, the carried step, so a damaged last.ckpt there is replaced, not kept."""
+    box = tmp_path / "carry"
+    carry.save(sweep, box)  # 0_arm=trace_seed=0 carried at step 5
+    own = damaged_job_ahead(tmp_path / "there" / "0_arm=trace_seed=0", logged_to=5)
+    (own / "metrics.csv").write_text("step,train/reward,test/accuracy\n" + "".join(f"{s},0.{s},\n" for s in range(5))
+                                     + "5,,0.5\n")
+    assert carry.logged_step(own) == 5
+    assert carry_cli(["load", str(box), str(tmp_path / "there")]) == 0
+    assert "[carry] 0_arm=trace_seed=0 (step 5): loaded: its own damaged last.ckpt replaced" in capsys.readouterr().out
+    (own / "metrics.csv").write_text("step,train/reward,test/accuracy\n" + "".join(f"{s},0.{s},\n" for s in range(6)))
+    assert carry.logged_step(own) == 6  # a training row at step 5 means step 6 was reached
+
+
+def test_a_carried_job_without_its_carry_json_is_named_and_left_out(sweep, tmp_path, capsys):
+    box = tmp_path / "carry"
+    carry.save(sweep, box)
+    (box / "mc" / "M@2_seed11" / "carry.json").unlink()
+    assert carry_cli(["load", str(box), str(tmp_path / "fresh")]) == 1
+    out, err = capsys.readouterr()
+    assert err == (f"[carry] warning: {box / 'mc' / 'M@2_seed11'} holds a carried checkpoint but no carry.json (its "
+                   "step and each file's digest); left out\n")
+    assert "[carry] mc/M@2_seed11: left out" in out and out.splitlines()[-1] == "[carry] load: 1 left out, 1 loaded"
+    assert not (tmp_path / "fresh" / "mc").exists() and (tmp_path / "fresh" / "0_arm=trace_seed=0").is_dir()
+    (box / "0_arm=trace_seed=0" / "carry.json").unlink()  # none left to load: never "no unfinished or carried jobs"
+    assert carry_cli(["load", str(box), str(tmp_path / "fresh2")]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "[carry] load: 2 left out"
+
+
 HYDRA_RECORD = "hydra:\n  run:\n    dir: outputs/runs/x\n  mode: {mode}\n  job:\n    num: 0\n"
 
 

@@ -307,6 +307,21 @@ def test_an_export_without_its_steps_file_is_named_as_such(tmp_path, capsys):
                    f"{export / 'trace_seed0.steps.csv'}: missing (the exported run's training log)\n")
 
 
+def test_an_exported_accuracy_outside_0_1_is_left_out_in_one_line(tmp_path, capsys):
+    """Averaged in, an accuracy of 7.5 would be reported as 750%."""
+    from agentcredit.analysis.comparison import export_runs
+
+    export = tmp_path / "export"
+    export_runs([_run("grpo", 0, 0.5, [0.1, 0.2]), _run("trace", 0, 0.4, [0.1, 0.2])], export)
+    summary = export / "trace_seed0.summary.json"
+    summary.write_text(summary.read_text().replace('"test/accuracy": 0.4', '"test/accuracy": 7.5'))
+    assert compare_main()([str(export), "--bootstrap", "200"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"[compare] warning: {summary} left out: {summary}: test: ") and len(err.splitlines()) == 1
+    assert "test/accuracy 7.5: input should be less than or equal to 1" in err
+    assert "750" not in (export / "compare.md").read_text()
+
+
 def _snapshot(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 

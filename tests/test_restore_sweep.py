@@ -109,3 +109,46 @@ def test_what_a_killed_restore_left_is_not_read_as_a_run(exported, tmp_path):
     (sweep / "1_arm:grpo+seed:1").rename(sweep / ".1_arm:grpo+seed:1.restoring.tmp")
     runs, left_out = read_runs(sweep)  # (this export's runs log no val/accuracy, so each is left out for that)
     assert [r.name for r in runs] + [line.split(" left out:")[0] for line in left_out] == [str(sweep / "0_arm:grpo+seed:0")]
+
+
+def _edit_summary(path, **changes) -> None:
+    summary = json.loads(path.read_text())
+    summary.update(changes)
+    path.write_text(json.dumps(summary))
+
+
+def test_a_summary_without_its_test_result_is_not_restored_as_a_finished_job(exported, tmp_path, capsys):
+    """Restored, it would be skipped by resume=true and left out of the comparison as cut short: never trained."""
+    path = exported / "grpo_seed1.summary.json"
+    summary = json.loads(path.read_text())
+    del summary["test"]
+    path.write_text(json.dumps(summary))
+    sweep = tmp_path / "sweep"
+    assert restore_cli([str(exported), str(sweep)]) == 0
+    out, err = capsys.readouterr()
+    assert err == (f"[restore] warning: {path}: no held-out test result (test/accuracy), so not a finished job; "
+                   "left out\n")
+    assert sorted(p.name for p in sweep.iterdir()) == ["0_arm:grpo+seed:0"]
+    assert out.splitlines()[-1] == f"[restore] 1 finished jobs restored into {sweep} (1 left out, listed above)"
+
+
+@pytest.mark.parametrize("key, value", [("test/accuracy", -3), ("test/accuracy", 7.5), ("test/format_valid", 1.5)])
+def test_a_rate_outside_0_1_is_a_damaged_summary_named_with_its_key(exported, tmp_path, capsys, key, value):
+    path = exported / "grpo_seed1.summary.json"
+    _edit_summary(path, test={"test/accuracy": 0.5, key: value})
+    assert restore_cli([str(exported), str(tmp_path / "sweep")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"[restore] warning: {path}: test: ") and f"{key} {float(value)!r}: input should be" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "sweep" / "1_arm:grpo+seed:1").exists()
+
+
+def test_nothing_restored_because_every_summary_was_left_out_exits_1(exported, tmp_path, capsys):
+    for path in exported.glob("*.summary.json"):
+        _edit_summary(path, test={"test/accuracy": 7.5})
+    sweep = tmp_path / "sweep"
+    assert restore_cli([str(exported), str(sweep)]) == 1
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and len(lines) == 3 and all(line.startswith("[restore] warning: ") for line in lines[:2])
+    assert lines[2] == f"[restore] nothing restored into {sweep}: each of the 2 summaries was left out (listed above)"
+    assert list(sweep.iterdir()) == []

@@ -188,6 +188,46 @@ def test_a_job_whose_own_file_is_damaged_is_named_and_left_out_of_the_totals(swe
     assert "| 1 | a | not started | 0/10 | ~360.0 | 1.00 |" in captured.out
 
 
+@pytest.mark.parametrize("content", [b"", b"step,time/step_s\n", b"garbage \x01\x02 zzz\n\x03\x04\n"])
+def test_a_checkpointed_job_whose_metrics_log_no_step_is_unreadable_not_not_started(sweep, capsys, content):
+    """Every step's row is written before a checkpoint is: a last.ckpt beside a log of no step is a damaged log."""
+    job = sweep / "1_arm:b+seed:0"
+    (job / "checkpoints").mkdir()
+    (job / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    (job / "metrics.csv").write_bytes(content)
+    assert main([str(sweep)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (f"[progress] warning: {job / 'metrics.csv'}: no training step logged, yet "
+                            f"{job / 'checkpoints' / 'last.ckpt'} is there (the log is empty or damaged); "
+                            "1_arm:b+seed:0 left out of the totals\n")
+    assert "| 0 | b | unreadable | ?/10 | ? | ? |" in captured.out
+
+
+def test_a_checkpointed_job_that_keeps_no_log_at_all_is_still_not_started(sweep):
+    job = sweep / "0_arm:b+seed:1"  # Hydra made the folder; logger=none writes no metrics.csv at all
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["seed=1", "arm=b"]))
+    (job / "checkpoints").mkdir()
+    (job / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    warned = []
+    assert read_progress(sweep, warned.append)[3].state == "not started" and warned == []
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", "not a readable record"), (b'{"test/accuracy": 0.5', "not a readable record"),
+    (b"[]", "record: Input should be a valid dictionary"), (b'{"test/accuracy": 7.5}', "test/accuracy"),
+])
+def test_an_empty_or_damaged_test_summary_is_not_a_finished_job(sweep, capsys, content, says):
+    job = sweep / "0_arm:a+seed:0"
+    (job / "test_summary.json").write_bytes(content)
+    assert main([str(sweep)]) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.splitlines()
+    assert len(warnings) == 1 and warnings[0].startswith(f"[progress] warning: {job / 'test_summary.json'}: ")
+    assert says in warnings[0] and warnings[0].endswith("0_arm:a+seed:0 left out of the totals")
+    assert "| 0 | a | unreadable | ?/10 | ? | ? |" in captured.out and "0 finished" in captured.out
+
+
 def test_a_folder_with_damaged_overrides_and_no_job_name_is_left_out_in_one_line(sweep):
     stray = sweep / "elsewhere"
     (stray / ".hydra").mkdir(parents=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,15 @@ def test_tuned_arm_keeps_the_arms_own_settings_and_adds_the_chosen_point(tmp_pat
     assert experiment["hydra"]["sweep"]["dir"] == "outputs/multirun/compare_long_tuned"
 
 
+@pytest.fixture
+def stand_in_arms(monkeypatch):
+    """The fake sweeps' arms a and b are stand-ins with no conf/arm file, so their points are not composed into
+    training configs here; that check has its own tests (test_plan_and_run_refuse_a_point_no_job_can_train)."""
+    import agentcredit.analysis.tuning_spec as tuning_spec
+
+    monkeypatch.setattr(tuning_spec, "refuse_untrainable_points", lambda spec, extra, problem: None)
+
+
 def load_tune_command():
     import importlib.util
 
@@ -247,7 +257,7 @@ def load_tune_command():
     return module
 
 
-def test_tune_command_plans_and_selects(tmp_path, capsys):
+def test_tune_command_plans_and_selects(tmp_path, capsys, stand_in_arms):
     fake_sweep(tmp_path, skip={("b", 1, 11)})
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
@@ -284,7 +294,7 @@ def test_select_writes_the_comparison_only_when_every_arm_has_its_choice(tmp_pat
     assert yaml.safe_load(out.read_text())["hydra"]["sweeper"]["params"]["arm"] == "a_tuned"
 
 
-def test_tune_run_with_arms_runs_only_those_arms_jobs(tmp_path, monkeypatch, capsys):
+def test_tune_run_with_arms_runs_only_those_arms_jobs(tmp_path, monkeypatch, capsys, stand_in_arms):
     fake_sweep(tmp_path, skip={("a", 1, 11), ("b", 1, 11)})  # one unfinished job in each arm
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
@@ -310,6 +320,123 @@ def test_tune_command_takes_overrides_after_its_options():
     assert args[1] == ["trainer.max_steps=2"]  # left over by argparse; main() reads them as overrides
     assert tune.expected_steps("tune_long", ["trainer.max_steps=2"]) == 2
     assert tune.expected_steps("tune_long", []) == 100
+
+
+# ----- what no job can run, and what would overwrite or hide a result, is refused in one line ---------------
+
+def one_line_error(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("tune: error: "), (out, err)
+    return err
+
+
+@pytest.mark.parametrize("arm, grid, says", [
+    ("gigpo", [{"credit.gamma": 0.95, "credit.omega": 1.0}, {"credit.gamma": -1.0, "credit.omega": float("inf")}],
+     "arm gigpo: grid point credit.gamma:-1.0+credit.omega:inf cannot train: credit.gamma "),
+    ("turn_critic", [{"credit.critic_lr": 1e-3, "credit.whiten": "group"}, {"credit.critic_lr": float("nan"),
+                                                                            "credit.whiten": "group"}],
+     "grid point credit.critic_lr:nan+credit.whiten:group cannot train: credit.critic_lr "),
+    ("turn_critic", [{"credit.whiten": "group"}, {"credit.whiten": "sideways"}],
+     "grid point credit.whiten:sideways cannot train: credit.whiten "),
+    ("trace", [{"credit.nosuchknob": 3}, {"credit.nosuchknob": 4}], "Could not override 'credit.nosuchknob'"),
+    ("nosuch_arm", [{"train.lr": 1e-4}, {"train.lr": 3e-4}], "Could not find 'arm/nosuch_arm'"),
+])
+def test_plan_and_run_refuse_a_point_no_job_can_train(tmp_path, monkeypatch, capsys, arm, grid, says):
+    """Each of such a point's jobs would fail with a config error that no rerun fixes (and with halving the later
+    seeds would wait on them for ever): refused before a job is listed or started."""
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump({**raw_spec(**{arm: {"grid": grid}}), "seeds": [10]}))
+    tune = load_tune_command()
+    assert tune.main(["plan", str(spec_file), str(tmp_path / "sweep")]) == 2
+    assert says in one_line_error(capsys)
+    started = []
+    monkeypatch.setattr(tune.Sweep, "call", lambda self, command: started.append(command) or 0)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # keep pytest's own Ctrl-C handler
+    assert tune.main(["run", str(spec_file), str(tmp_path / "sweep"), "--archive", str(tmp_path / "jobs")]) == 2
+    assert says in one_line_error(capsys) and started == [] and not (tmp_path / "sweep").exists()
+
+
+def test_plan_refuses_an_experiment_that_is_not_there_before_listing_jobs(tmp_path, capsys):
+    spec_file = tmp_path / "spec.yaml"
+    spec = {**raw_spec(grpo={"grid": [{"train.lr": 1e-4}]}), "experiment": "nosuch_experiment"}
+    spec_file.write_text(yaml.safe_dump(spec))
+    assert load_tune_command().main(["plan", str(spec_file), str(tmp_path / "sweep")]) == 2
+    error = one_line_error(capsys)
+    assert f"experiment nosuch_experiment: there is no {CONF / 'experiment' / 'nosuch_experiment.yaml'}" in error
+    assert "tune_long" in error  # the experiments there are named
+
+
+def test_a_job_refused_for_its_config_is_not_sent_back_to_be_rerun(tmp_path, monkeypatch, capsys, stand_in_arms):
+    fake_sweep(tmp_path, skip={("a", 1, 11)})
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                                                 b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]})))
+    tune = load_tune_command()
+
+    def refused(self, command):  # what train.py does with a value its config checks refuse: one line, status 2
+        self.last_lines[tuple(command)] = "config error: train.lr must be null or a number > 0, got 'x'"
+        return 2
+
+    monkeypatch.setattr(tune.Sweep, "call", refused)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)
+    assert tune.main(["run", str(spec_file), str(tmp_path / "sweep"), "--archive", str(tmp_path / "jobs")]) == 1
+    out = capsys.readouterr().out
+    assert ("[tune] config error, rerunning will not fix it: train.lr must be null or a number > 0, got 'x': "
+            f"{tmp_path / 'sweep' / 'a' / 'train.lr@0.0003_seed11'}") in out
+    assert "run the sweep again" not in out
+
+
+def test_a_sweep_keeps_the_last_line_a_job_wrote_to_stderr_and_passes_every_line_on(capsys):
+    tune = load_tune_command()
+    sweep = tune.Sweep()
+    command = [sys.executable, "-c", "import sys; print('loading', file=sys.stderr); "
+                                     "print('config error: seed must be an integer', file=sys.stderr); sys.exit(2)"]
+    assert sweep.call(command) == 2
+    assert sweep.last_lines[tuple(command)] == "config error: seed must be an integer"
+    assert capsys.readouterr().err == "loading\nconfig error: seed must be an integer\n"
+    assert tune.refused_fate(None) == "config error (exit 2), rerunning will not fix it: its message is above"
+    assert tune.refused_fate("data error: x.json: not a list") == (
+        "data error, rerunning will not fix it: x.json: not a list")
+
+
+@pytest.mark.parametrize("size", ["0", "-3"])
+def test_evaluate_refuses_a_tuning_set_of_no_questions_in_one_line(tmp_path, capsys, size):
+    assert load_tune_command().main(["evaluate", str(tmp_path), "--size", size]) == 2
+    assert f"must be an integer >= 1, got {size}" in one_line_error(capsys)
+
+
+def test_select_with_no_finished_job_refuses_and_keeps_the_reports_already_written(tmp_path, capsys):
+    fake_sweep(tmp_path)
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec(a={"why": "lr", "grid": [{"train.lr": 1e-4}, {"train.lr": 3e-4}]},
+                                                 b={"why": "K", "grid": [{"credit.K": 3}, {"credit.K": 1}]})))
+    tune = load_tune_command()
+    out = tmp_path / "out"
+    select_args = ["--out", str(out), "--bootstrap", "100", "--arms-dir", str(tmp_path / "arms")]
+    assert tune.main(["select", str(spec_file), str(tmp_path / "sweep"), *select_args]) == 0
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.parent in (out, tmp_path / "arms")}
+    capsys.readouterr()
+    (tmp_path / "empty").mkdir()
+    for sweep, archive, says in [
+        (tmp_path / "typo", tmp_path / "nonexistent", f"in {tmp_path / 'typo'} (no such folder) or in the archive "
+                                                      f"{tmp_path / 'nonexistent'} (no such folder); nothing written"),
+        (tmp_path / "empty", tmp_path / "empty", f"in {tmp_path / 'empty'} or in the archive {tmp_path / 'empty'};")]:
+        assert tune.main(["select", str(spec_file), str(sweep), "--archive", str(archive), *select_args]) == 2
+        assert f"tune: error: no job of the sweep has finished {says}" in one_line_error(capsys)
+    assert {p: p.read_bytes() for p in before} == before  # nothing replaced, and nothing added
+    assert {p for p in tmp_path.rglob("*") if p.is_file() and p.parent in (out, tmp_path / "arms")} == set(before)
+
+
+def test_restore_from_an_archive_that_is_not_a_folder_is_one_line(tmp_path, capsys):
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec(a={"grid": [{"train.lr": 1e-4}]})))
+    (tmp_path / "afile").write_text("x")
+    tune = load_tune_command()
+    for archive, says in (("nonexistent", "is not there"), ("afile", "is not a folder")):
+        restore = ["restore", str(spec_file), str(tmp_path / "sweep"), "--archive", str(tmp_path / archive)]
+        assert tune.main(restore) == 2
+        assert f"the archive {tmp_path / archive} {says}; nothing restored" in one_line_error(capsys)
+    assert not (tmp_path / "sweep").exists()
 
 
 @pytest.mark.slow

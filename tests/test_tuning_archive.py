@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
 import yaml
-from test_tuning import finish, fake_sweep, load_tune_command, raw_spec
+from test_tuning import fake_sweep, finish, load_tune_command, raw_spec, stand_in_arms  # noqa: F401 (a fixture)
 
 from agentcredit.analysis.tuning import TUNE_OUTCOMES, TUNE_SUMMARY, report_json, select
 from agentcredit.analysis.tuning_archive import ENVIRONMENT, OVERRIDES, STEPS, damage, entry_of, steps_text
@@ -35,6 +36,7 @@ def test_steps_text_keeps_the_step_columns_with_the_last_value_of_a_repeated_ste
     assert steps_text(tmp_path / "absent.csv") == "step\n"
 
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp_path, capsys):
     spec = fake_sweep(tmp_path)
     sweep, archive, fresh = tmp_path / "sweep", tmp_path / "jobs", tmp_path / "fresh"
@@ -78,6 +80,7 @@ def test_archive_lets_a_fresh_sweep_folder_plan_finished_and_select_the_same(tmp
     assert report_json(spec, select(spec, fresh, n_boot=300)) == original  # the restored folders alone
 
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_a_damaged_archive_entry_is_not_finished_and_run_trains_that_job_again(tmp_path, capsys, monkeypatch):
     spec = fake_sweep(tmp_path)
     sweep, archive, fresh = tmp_path / "sweep", tmp_path / "jobs", tmp_path / "fresh"

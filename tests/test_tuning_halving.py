@@ -8,7 +8,7 @@ import signal
 
 import pytest
 import yaml
-from test_tuning import SPEC, finish, load_tune_command, raw_spec
+from test_tuning import SPEC, finish, load_tune_command, raw_spec, stand_in_arms  # noqa: F401 (a fixture)
 
 from agentcredit.analysis.tuning import select, write_reports
 from agentcredit.analysis.tuning_halving import arm_schedule, best_points, budget, runnable_jobs
@@ -92,6 +92,7 @@ def test_long_spec_halves_to_54_jobs_with_6_for_every_arm():
 
 # ----- the sweep: plan, run, select ------------------------------------------------------------------
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_plan_shows_later_seeds_waiting_then_the_kept_points(tmp_path, capsys):
     spec = parse_spec(halving_spec())
     sweep, tune = tmp_path / "sweep", load_tune_command()
@@ -164,6 +165,7 @@ def fake_runner(tune, monkeypatch, spec, sweep, fail=None):
     return trained
 
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_run_asks_again_as_scores_come_in_and_runs_six_jobs_an_arm(tmp_path, monkeypatch, capsys):
     spec, tune = parse_spec(halving_spec()), load_tune_command()
     sweep = tmp_path / "sweep"
@@ -176,6 +178,7 @@ def test_run_asks_again_as_scores_come_in_and_runs_six_jobs_an_arm(tmp_path, mon
     assert len(list((tmp_path / "jobs").rglob("tune_summary.json"))) == 12  # each archived as it finished
 
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_run_gives_no_seed_11_job_to_an_arm_with_a_point_that_failed_on_seed_10(tmp_path, monkeypatch, capsys):
     spec, tune = parse_spec(halving_spec()), load_tune_command()
     sweep = tmp_path / "sweep"
@@ -187,6 +190,7 @@ def test_run_gives_no_seed_11_job_to_an_arm_with_a_point_that_failed_on_seed_10(
     assert "training stopped (exit 1)" in out and "[tune] 9 of 10 jobs finished, 4 wait on an earlier seed's" in out
 
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_a_drained_sweep_finishes_its_running_job_and_starts_no_other(tmp_path, monkeypatch, capsys):
     # SIGUSR1 while the first job trains (Sweep.drain is its handler): that job still trains, is scored and archived
     spec, tune = parse_spec(halving_spec()), load_tune_command()
@@ -212,6 +216,7 @@ def test_a_drained_sweep_finishes_its_running_job_and_starts_no_other(tmp_path, 
     assert trained[:2] == [("a", 0, 10), ("a", 1, 10)] and len(trained) == 12
 
 
+@pytest.mark.usefixtures("stand_in_arms")  # arms a and b: stand-ins, not conf/arm files
 def test_start_within_starts_jobs_only_until_its_minutes_are_up(tmp_path, monkeypatch, capsys):
     spec, tune = parse_spec(halving_spec()), load_tune_command()
     sweep = tmp_path / "sweep"

@@ -408,8 +408,9 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
     so that ``resume=true`` on a machine without the sweep's folder skips it instead of training it again, and
     compare.py reads the folder whole. A job folder that already holds a test summary is left as it is; one
     that holds anything else (an unfinished job: its metrics.csv, its checkpoints) is left alone with a line,
-    as resume=true continues it; a summary that cannot be read, or that names the job folder an earlier one
-    named, is left out with a line. The job folder's name comes from the summary and must be one folder name.
+    as resume=true continues it; a summary that cannot be read, that holds no held-out test result, or that names
+    the job folder an earlier one named, is left out with a line. The job folder's name comes from the summary and
+    must be one folder name.
     Each job folder is built whole beside its place (``.<name>.restoring.tmp``) and renamed into it, so a full
     disk leaves no half-restored job (which resume=true would train from step 0) and a rerun restores it.
     Returns the folders written."""
@@ -422,6 +423,9 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
             run = read_exported(summary_path)
         except UnreadableRun as error:
             warn(f"{error}; left out")
+            continue
+        if "test/accuracy" not in run.test:  # restored, it would count as finished: never trained, never compared
+            warn(f"{summary_path}: no held-out test result (test/accuracy), so not a finished job; left out")
             continue
         folder = sweep / run.name  # run.name passed safe_name: one folder directly under the sweep's
         first = named_by.setdefault(run.name, summary_path)

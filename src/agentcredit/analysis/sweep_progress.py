@@ -17,9 +17,10 @@ the started jobs with the same parameters but the seed. Validations, held-out te
 counted (on the long preset about 10% more); step times are the machine's and its load's, so the figure is an
 estimate for this machine, not a promise.
 A damaged multirun.yaml is one RecordError line. A job whose own files cannot be read (a metrics.csv, resolved_config.yaml
-or .hydra/overrides.yaml that is not UTF-8, not YAML or not of the expected shape) is *unreadable*: one warning line
-names the file and what is wrong, and the job is left out of the totals (its row says so; a folder whose overrides
-cannot be read is matched by its name, else left out).
+or .hydra/overrides.yaml that is not UTF-8, not YAML or not of the expected shape; a test_summary.json that is empty or
+not a run summary; a metrics.csv that logs no training step beside a checkpoints/last.ckpt, which the logger's row of
+each step precedes) is *unreadable*: one warning line names the file and what is wrong, and the job is left out of
+the totals (its row says so; a folder whose overrides cannot be read is matched by its name, else left out).
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from pathlib import Path
 
 import yaml
 
-from agentcredit.records import RecordError
+from agentcredit.records import RecordError, read_json_record
 from agentcredit.records.metrics import metrics_by_step
+from agentcredit.records.run import RunSummary
 
 FINISHED_MARK = "test_summary.json"  # lit/run_folder.FINISHED_MARK (this module stays below lit/)
+LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"
 RECENT_STEPS = 100  # a job's step time: the median of its last this-many steps (rollouts lengthen as it learns)
 
 
@@ -204,6 +207,26 @@ def _step_times(folder: Path, warn) -> list[float]:
     return [row["time/step_s"] for row in steps.values() if "time/step_s" in row]
 
 
+def _finished(folder: Path) -> bool:
+    """Whether the job holds its test summary; RecordError (one line) for one that cannot be read: an empty or
+    cut-short file is no proof that the job's test ran."""
+    path = folder / FINISHED_MARK
+    if not path.exists():
+        return False
+    read_json_record(path, RunSummary)
+    return True
+
+
+def _check_steps_logged(folder: Path, steps_done: int) -> None:
+    """RecordError where the job saved a checkpoint but its metrics.csv logs no training step (empty, or text without
+    a step column): the logger writes each step's row before any checkpoint (lit/loggers.py), so the log is damaged
+    and how far the job got is unknown, not none. Without a metrics.csv (logger=none) nothing is claimed."""
+    metrics = folder / "metrics.csv"
+    if steps_done == 0 and metrics.exists() and (folder / LAST_CHECKPOINT).exists():
+        raise RecordError(f"{metrics}: no training step logged, yet {folder / LAST_CHECKPOINT} is there "
+                          "(the log is empty or damaged)")
+
+
 def read_progress(sweep: str | Path, warn=print) -> list[JobProgress]:
     """Every job of the sweep, in the sweeper's order; folders matching no job are named in a warning line."""
     sweep = Path(sweep)
@@ -224,11 +247,14 @@ def read_progress(sweep: str | Path, warn=print) -> list[JobProgress]:
             warn(f"{unreadable}; {folder.name} left out" if unreadable else
                  f"{folder.name}: its overrides match no job of {sweep / 'multirun.yaml'}; left out")
             continue
-        job.folder, job.finished = folder, (folder / FINISHED_MARK).exists()
+        job.folder = folder
         try:
             if unreadable:
                 raise RecordError(unreadable)
+            job.finished = _finished(folder)
             times = _step_times(folder, warn)
+            if not job.finished:
+                _check_steps_logged(folder, len(times))
             job.max_steps = _job_max_steps(folder) or default_steps
         except RecordError as error:
             job.unreadable = str(error)

@@ -19,12 +19,14 @@ Its folder is `<sweep>/<arm>/<point>_seed<k>`, the point named by its overrides 
 (`credit.K@3+credit.alpha_turn@0.2`: a name Windows can hold and a Hydra override can carry unquoted); reports
 name it with `:` (`credit.K:3+credit.alpha_turn:0.2`).
 `jobs` lists every job the grid allows; with `halving`, which of the later seeds' jobs run is decided as the
-earlier seeds' scores come in (`analysis/tuning_halving.py`).
+earlier seeds' scores come in (`analysis/tuning_halving.py`). `refuse_untrainable_points` asks of each point's
+training overrides whether train.py would refuse them, so that a value no job can train with is refused before any runs.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,6 +181,19 @@ def _keep(raw, points: int) -> int:
     if keep >= points:
         raise SpecError(f"halving.keep must be below the {points} grid points of an arm (keeping all halves nothing), got {keep}")
     return keep
+
+
+def refuse_untrainable_points(spec: TuningSpec, extra: list[str], problem: Callable[[list[str]], str | None]) -> None:
+    """SpecError naming the first grid point whose training overrides (its job's, with the `extra` ones) `problem`
+    finds a fault with (scripts/tune.py's: the config train.py would compose refused, in one line): each of its jobs
+    would fail with a config error that no rerun fixes, and with halving the later seeds would wait on them for ever."""
+    for grid in spec.arms:
+        for point in grid.points:
+            job = Job(grid.arm, point, spec.seeds[0], Path("."))
+            overrides = [o for o in job.train_overrides(spec.experiment) if not o.startswith("hydra.")]
+            why = problem([*overrides, *extra])
+            if why:
+                raise SpecError(f"arm {grid.arm}: grid point {point.name} cannot train: {why}")
 
 
 def load_spec(path: str | Path) -> TuningSpec:

@@ -6,8 +6,8 @@
 `save` copies each job of SWEEP that holds checkpoints/last.ckpt and has not finished, with carry.json (its step,
 each file's size and SHA-256), and drops carried jobs that have since finished. `load` gives SWEEP back every
 carried job that is neither finished nor further along there. What is carried and why: agentcredit/run/carry.py.
-Exits 1 when a job was left out (a damaged checkpoint or carried file, or a job whose own last.ckpt is damaged
-while its logs are ahead of the carried step: one line each), 0 otherwise.
+Exits 1 when a job was left out (a damaged checkpoint or carried file, a carried job folder without its carry.json,
+or a job whose own last.ckpt is damaged while its logs are ahead of the carried step: one line each), 0 otherwise.
 """
 
 from __future__ import annotations

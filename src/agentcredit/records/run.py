@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from agentcredit.records.files import safe_name
 from agentcredit.records.reading import RecordError, validate
@@ -87,6 +88,19 @@ class ExportedSummary(BaseModel):
     seed: Annotated[Seed, BeforeValidator(_no_bool)]
     test: dict[Annotated[str, Field(max_length=200)], Annotated[Metric, BeforeValidator(_no_bool)]] = Field(
         default_factory=dict, max_length=1000)
+
+    @field_validator("test")
+    @classmethod
+    def _held_out_bounds(cls, test: dict[str, float]) -> dict[str, float]:
+        """The bounds a run's own test_summary.json has (RunSummary: a rate in [0, 1], a count >= 0): an exported
+        accuracy of 7.5 would otherwise be compared as 750% and restored as a finished job."""
+        try:
+            RunSummary.model_validate({key: value for key, value in test.items() if key in TEST_KEYS})
+        except ValidationError as error:
+            first = error.errors()[0]
+            why = first["msg"][:1].lower() + first["msg"][1:]
+            raise ValueError(f"{first['loc'][0]} {first['input']!r}: {why}") from None
+        return test
 
 
 class CreditSection(BaseModel):

@@ -19,9 +19,10 @@ so a kill during `save` leaves the previous carry whole. `save` also drops carri
 sweep folder (their summaries are committed elsewhere).
 
 `load` copies a carried job into the sweep folder unless the job has finished there or its own last.ckpt is at
-the carried step or later (it is ahead); a file whose bytes no longer match carry.json leaves that job out with one
-line. Where the job's own last.ckpt is damaged, its logs (metrics.csv, periodic checkpoints) say how far it got:
-ahead of the carried step, it is left out with one line rather than lose those steps; else the carry replaces it.
+the carried step or later (it is ahead); a file whose bytes no longer match carry.json, or a carried job folder
+without its carry.json, leaves that job out with one line. Where the job's own last.ckpt is damaged, its logs
+(metrics.csv, periodic checkpoints) say how far it got: ahead of the carried step, it is left out with one line
+rather than lose those steps; else the carry replaces it.
 A multirun job carried below a sub-folder means `load` was given the folder above the carry folder: it stops
 before writing anything, naming the sub-folder.
 The logs are copied before the checkpoint, so a kill during `load` leaves at worst logs ahead of the
@@ -273,12 +274,14 @@ def check_carry_folder(carry: Path, entries: list[Path]) -> None:
 
 def logged_step(job: Path) -> int:
     """How far a job's own records reach, as the step of a checkpoint taken there: its highest readable periodic
-    checkpoint, or its metrics.csv's last row + 1 (a row is numbered by the training step that logged it, 0 for
-    the first, so a checkpoint at step n comes after rows 0..n-1: lit/run_folder.keep_logs_of). 0 when none tells."""
+    checkpoint, or its metrics.csv's last row + 1 (a training or validation row is numbered by the training step
+    that logged it, 0 for the first, so a checkpoint at step n comes after rows 0..n-1: lit/run_folder.keep_logs_of).
+    A test row is the exception: Lightning numbers it by the steps trained, so after n steps it is row n, and it
+    reaches step n, not n + 1. 0 when none tells."""
     reached = 0
     try:
-        rows = read_steps_rows(job / "metrics.csv", columns=(), warn=lambda line: None)
-        reached = max((row.step + 1 for _, row in rows), default=0)
+        rows = read_steps_rows(job / "metrics.csv", columns=(), prefixes=("test/",), warn=lambda line: None)
+        reached = max((row.step if row.values else row.step + 1 for _, row in rows), default=0)
     except (RecordError, OSError):
         pass
     for periodic in (job / LAST_CHECKPOINT.parent).glob("*.ckpt"):
@@ -290,12 +293,34 @@ def logged_step(job: Path) -> int:
     return reached
 
 
+def without_manifest(carry: Path) -> list[Path]:
+    """Folders under `carry` holding a carried checkpoint (checkpoints/last.ckpt) but no carry.json: a job whose
+    step and digests are unknown (carry.json deleted, or not committed), which `load` cannot check."""
+    found = set()
+    for last in carry.rglob(LAST_CHECKPOINT.name) if carry.is_dir() else ():
+        folder = last.parent.parent
+        inside = folder.relative_to(carry).parts if folder != carry else ()
+        if last.parent.name == LAST_CHECKPOINT.parent.name and not (folder / MANIFEST).exists() \
+                and not any(part.endswith(".tmp") for part in inside):  # a save cut short: the next save removes it
+            found.add(folder)
+    return sorted(found)
+
+
 def load(carry: Path, sweep: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
     """Copy every carried job into `sweep` where it is neither finished nor ahead there. A job there whose own
-    last.ckpt is damaged is replaced only when its logs are not ahead of the carried step either."""
+    last.ckpt is damaged is replaced only when its logs are not ahead of the carried step either. A carried job
+    folder without its carry.json is left out with one line."""
     outcomes = []
     entries = _entries(carry)
     check_carry_folder(carry, entries)
+    for folder in without_manifest(carry):
+        try:
+            name = job_path(folder.relative_to(carry))
+        except ValueError:  # not a name `save` writes (or the carry folder itself): named as it is
+            name = folder.relative_to(carry).as_posix() if folder != carry else folder.name
+        why = f"{folder} holds a carried checkpoint but no {MANIFEST} (its step and each file's digest); left out"
+        warn(why)
+        outcomes.append(Outcome(name, None, "left out", why))
     for entry in entries:
         name = entry.parent.relative_to(carry).as_posix()  # the carried folder's, until its job's path is known
         try:

@@ -33,6 +33,8 @@ def evaluate_tuning_job(folder: str | Path, size: int, expected_steps: int | Non
     """Score the job in `folder` on the tuning set; returns what tune_summary.json holds."""
     from agentcredit.run.compose import build_components
 
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:  # before a model is loaded for nothing
+        raise ConfigError(f"the tuning set's size (--size) must be an integer >= 1, got {size!r}")
     folder = Path(folder).resolve()
     ckpt = folder / "checkpoints" / "last.ckpt"
     if not ckpt.is_file():
@@ -46,7 +48,10 @@ def evaluate_tuning_job(folder: str | Path, size: int, expected_steps: int | Non
     cfg = evaluation_config(compose_config(overrides, config_name="eval"), overrides)
     components = build_components(cfg, base_policy=False)
     apply_policy_state(components.policy, state, str(ckpt))
-    questions = list(tuning_questions(components.datamodule.split_questions("val"), size))
+    try:
+        questions = list(tuning_questions(components.datamodule.split_questions("val"), size))
+    except ValueError as error:  # more questions than the val split holds past the head that validation reads
+        raise ConfigError(str(error)) from None
     start = time.time()
     trajectories = rollout_questions(components, questions, float(cfg.temperature), batch_size, eval_seed)
     seconds = time.time() - start
