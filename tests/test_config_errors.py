@@ -92,8 +92,8 @@ BAD = {
     "model.lora.enabled=true model.lora.r=0": r"model\.lora\.r must be an integer >= 1, got 0",
     "model.init_path=/nonexistent/dir": r"model\.init_path='/nonexistent/dir' does not exist",
     "model=hf": r"model\.name_or_path must be a Hugging Face id or local directory, got None",
-    "rollout.temperature=-1": r"rollout\.temperature must be >= 0",
-    "rollout.max_tool_turns=0": r"rollout\.max_tool_turns must be a positive integer",
+    "rollout.temperature=-1": r"rollout\.temperature must be a finite number >= 0",
+    "rollout.max_tool_turns=0": r"rollout\.max_tool_turns must be an integer >= 1, got 0$",
     "warmstart.steps=-1 model.warm_start=true": r"warmstart\.steps must be",
     "logger=wandb logger.mode=sometimes": r"logger\.mode \(or WANDB_MODE\) must be one of",
     "ckpt_path=/nonexistent/last.ckpt": r"ckpt_path='/nonexistent/last\.ckpt' is not a file",
@@ -105,6 +105,25 @@ BAD = {
     "credit=prover judge=openai judge.model=m judge.base_url=http://x judge.max_reply_bytes=0":
         r"judge\.max_reply_bytes must be an integer >= 1, got 0",
     "train.skip_zero_advantage=maybe": r"train\.skip_zero_advantage must be true or false, got 'maybe'",
+    # inf passes a lower bound and NaN fails no comparison: both were accepted, and failed after the model loaded
+    "credit=turn-critic credit.critic_lr=inf": r"credit\.critic_lr must be a number > 0, got inf$",
+    "credit=gigpo credit.omega=inf": r"credit\.omega must be a number >= 0, got inf$",
+    "credit=prover credit.success_threshold=nan": r"credit\.success_threshold must be a number .*got nan$",
+    "train.lr=inf": r"train\.lr must be null or a number > 0, got inf$",
+    "credit=turn-critic credit.critic_epochs=1000000000": r"credit\.critic_epochs must be an integer in \[1, 1000\], got",
+    "rollout.temperature=nan": r"rollout\.temperature must be a finite number >= 0 \(0: greedy\), got nan$",
+    "rollout.temperature=inf": r"rollout\.temperature must be a finite number >= 0 \(0: greedy\), got inf$",
+    "rollout.temperature=hot": r"rollout\.temperature must be a finite number >= 0 \(0: greedy\), got 'hot'$",
+    "rollout.max_context_tokens=true": r"rollout\.max_context_tokens must be an integer >= 1, got True$",
+    "rollout.max_context_tokens=2.7": r"rollout\.max_context_tokens must be an integer >= 1, got 2\.7$",
+    # rows the memory check did not count: extra rollouts a group, k test samples a question
+    "credit.extra_rollouts=1000000": r"rollout\.group_size=\d+ \(\+ 1000000 extra a group\) x data\.prompts_per_step=\d+ "
+                                     r"needs up to .* for its rollouts",
+    "data.test_samples_per_question=100000": r"data\.\w+=\d+ .*x data\.test_samples_per_question=100000 \(a test call\) "
+                                             r"needs up to .* for its rollouts",
+    "credit=budget-grpo credit.match_metrics=/nonexistent/metrics.csv":
+        r"credit\.match_metrics '/nonexistent/metrics\.csv' is not a file; give the metrics\.csv of a ProVer run$",
+    "credit=gspo credit.ratio_level=token": r"credit=gspo is GRPO with the sequence-level ratio; credit\.ratio_level=token ",
 }
 
 
@@ -221,3 +240,34 @@ def test_a_gpu_run_on_a_machine_without_one_is_one_line_before_anything_loads(tm
     with pytest.raises(ConfigError, match=r"^trainer\.accelerator=(gpu|cuda) needs a CUDA (or Apple MPS )?device, and this "
                                           r"machine has none; use trainer\.accelerator=cpu \(or trainer=cpu\)$"):
         run(tiny_config(tmp_path, override))
+
+
+def _metrics_csv(path, rows: str):
+    path.write_text("step,credit/extra_tokens,credit/group_tokens\n" + rows)
+    return path
+
+
+@pytest.mark.parametrize("rows, message", [
+    ("0,-1000,200\n1,-1000,200\n", r"credit\.match_metrics='.*' gives -\d+ extra rollouts a group: its "
+                                   r"credit/extra_tokens are below zero"),
+    ("0,10,0\n1,10,0\n", r"credit\.match_metrics: the ProVer run's rollouts generated no policy tokens"),
+    ("0,1e12,100\n", r"rollout\.group_size=\d+ \(\+ \d+ extra a group\) .* needs up to"),
+])
+def test_a_prover_runs_metrics_that_match_no_budget_are_one_line_before_anything_loads(tmp_path, monkeypatch, rows,
+                                                                                        message):
+    """budget-matched GRPO read its ProVer run's metrics.csv only when the module was built, after the model."""
+    from agentcredit.run.train import run
+
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was loaded"))
+    csv = _metrics_csv(tmp_path / "metrics.csv", rows)
+    with pytest.raises(ConfigError) as err:
+        run(tiny_config(tmp_path, "credit=budget-grpo", f"credit.match_metrics={csv}"))
+    assert "\n" not in str(err.value) and __import__("re").match(message, str(err.value)), str(err.value)
+
+
+def test_a_prover_run_that_matches_passes(tmp_path):
+    from agentcredit.checks.validation import prepare_config
+
+    csv = _metrics_csv(tmp_path / "metrics.csv", "0,80,400\n1,120,400\n")
+    cfg = prepare_config(tiny_config(tmp_path, "credit=budget-grpo", f"credit.match_metrics={csv}"))
+    assert cfg.credit.match_metrics == str(csv)

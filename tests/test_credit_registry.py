@@ -244,7 +244,7 @@ def test_paper_defaults():
     ("igpo", {"K": 3}, "unknown knob credit.K for credit=igpo"),
     ("trace-policy", {"reference_path": "ref.ckpt"}, "unknown knob credit.reference_path for credit=trace-policy"),
     ("turn-critic", {"gae_lambda": 1.5}, "credit.gae_lambda must be a number in [0, 1], got 1.5"),
-    ("turn-critic", {"critic_epochs": 0}, "credit.critic_epochs must be an integer >= 1, got 0"),
+    ("turn-critic", {"critic_epochs": 0}, "credit.critic_epochs must be an integer in [1, 1000], got 0"),
     ("turn-critic", {"critic_lr": -1}, "credit.critic_lr must be a number > 0, got -1"),
     ("turn-critic", {"lam": 0.9}, "unknown knob credit.lam for credit=turn-critic"),
     ("gold-evidence", {"redundancy_coef": -1}, "credit.redundancy_coef must be a number >= 0, got -1"),

@@ -201,3 +201,18 @@ def test_val_batches_are_the_same_whatever_the_number_per_call():
     assert [len(b) for b in by_two] == [2, 1]  # 5 val questions: batches of 2, 2 and 1
     assert [(i, [q.id for q in qs]) for b in by_two for i, qs in b] == [(i, [q.id for q in qs]) for i, qs in by_one]
     assert [i for i, _ in by_one] == [0, 1, 2]
+
+
+def test_more_val_or_test_questions_than_the_split_holds_reads_all_and_says_so(caplog):
+    dm = QuestionDataModule(world=SMALL, prompts_per_step=3, n_val=10_000, n_test=10_000)
+    with caplog.at_level("WARNING", logger="agentcredit.lit.datamodule"):
+        val = [q for call in dm.val_dataloader() for _, batch in call for q in batch]
+        test = [q for call in dm.test_dataloader() for _, batch in call for q in batch]
+    assert len(val) == len(dm.splits["val"]) and len(test) == len(dm.splits["test"])
+    said = [r.getMessage() for r in caplog.records]
+    assert f"data.n_val=10000 asks for more questions than the val split's {len(val)}: all {len(val)} are used" in said
+    assert f"data.n_test=10000 asks for more questions than the test split's {len(test)}: all {len(test)} are used" in said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="agentcredit.lit.datamodule"):
+        make().val_dataloader()
+    assert not caplog.records  # within the split: no word

@@ -119,3 +119,18 @@ def test_a_damaged_overrides_yaml_of_the_run_is_one_config_error(tmp_path, text)
     recorded.write_bytes(text.encode("utf-8", "surrogateescape"))
     with pytest.raises(ConfigError, match=r"overrides\.yaml (cannot be read|is not a list of overrides)"):
         training_overrides(str(tmp_path / "run" / "checkpoints" / "last.ckpt"))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{folder}", "config error: ckpt_path='{folder}' is not a file; give a checkpoint such as "
+                 "outputs/runs/<run>/checkpoints/last.ckpt"),
+    ("123", "config error: ckpt_path must be a path to a .ckpt file, got 123"),
+])
+def test_a_ckpt_path_that_is_no_file_is_one_line_before_its_folder_is_read(tmp_path, capsys, monkeypatch, value,
+                                                                            message):
+    """A folder's parents were read for the run's overrides first: an IndexError or TypeError traceback."""
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was built"))
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_cli(*TINY, f"ckpt_path={value.format(folder=tmp_path)}", f"hydra.run.dir={tmp_path}/run")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == message.format(folder=tmp_path)

@@ -24,6 +24,7 @@ ALLOWED = {
     "lit": {"agent", "models", "env", "world"},
     "testbed": {"lit"} | LOWER,
     "checks.secret_check": set(),
+    "checks.arm_overrides": {"checks.secret_check"},
     "checks.config_checks": {"judge"} | LOWER,
     "checks.validation": {"checks.config_checks", "testbed", "lit", "judge"} | LOWER,
     "run.preemption": set(),

@@ -14,6 +14,7 @@ machines the same way the paper's context limit does on large ones.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -30,6 +31,10 @@ from agentcredit.common.configs import ConfigError
 from agentcredit.world.types import Question
 
 TRUNCATION_NOTE = " [observation truncated]"
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))
 
 
 @dataclass
@@ -49,18 +54,19 @@ class RolloutConfig:
 
     def __post_init__(self):
         for name in ("max_tool_turns", "max_turn_tokens", "max_obs_tokens", "max_context_tokens"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"rollout.{name} must be a positive integer, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"rollout.{name} must be an integer >= 1, got {value!r}")
         if not isinstance(self.group_size, int) or self.group_size < 2:
             raise ValueError(f"rollout.group_size must be an integer >= 2 (group-relative advantages need "
                              f"at least two rollouts), got {self.group_size!r}")
-        if not 0.0 < float(self.top_p) <= 1.0:
-            raise ValueError(f"rollout.top_p must be in (0, 1], got {self.top_p}")
+        if not _finite_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"rollout.top_p must be a number in (0, 1], got {self.top_p!r}")
         for name in ("lean_forward", "share_identical"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"rollout.{name} must be true or false, got {getattr(self, name)!r}")
-        if float(self.temperature) < 0:
-            raise ValueError(f"rollout.temperature must be >= 0, got {self.temperature}")
+        if not _finite_number(self.temperature) or self.temperature < 0:
+            raise ValueError(f"rollout.temperature must be a finite number >= 0 (0: greedy), got {self.temperature!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"rollout.threads must be null or an integer >= 1, got {self.threads!r}")
         if self.engine not in ("hf", "vllm"):

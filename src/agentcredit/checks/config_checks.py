@@ -9,6 +9,7 @@ model (or the tiny testbed's base policy) has loaded, with a traceback, or namin
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,7 +41,8 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite int or float (inf passes any lower bound, NaN fails every comparison silently)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
 
 
 def need(ok: bool, key: str, accepts: str, value: Any) -> None:

@@ -28,7 +28,7 @@ from agentcredit.common.secret_keys import ENV_VARS, refuse_secret_overrides, se
 MAX_COMBINATIONS = 64
 
 
-def _parse_args(argv: Sequence[str]):
+def hydra_args(argv: Sequence[str]):
     """Hydra's own command-line parser; None for what Hydra answers without composing (--help, --version, errors)."""
     from hydra._internal.utils import get_args_parser
 
@@ -128,7 +128,7 @@ def composed_configs(argv: Sequence[str], calling_file: str, config_path: str, c
     """(description, config) for every config Hydra will compose for `argv`; nothing when Hydra would refuse
     the command itself (its own message then). `strict`: a config Hydra cannot compose raises Hydra's error
     instead of being passed over (cli/hydra_start.composition_problem turns it into one line)."""
-    args = _parse_args(argv)
+    args = hydra_args(argv)
     if args is None:
         return
     # An absolute config_path decides the search path whatever file asks (cli/train.py or cli/hydra_start.py)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -137,6 +138,10 @@ def validate_config(cfg: DictConfig) -> None:
                           f"leave it null and set {var} (environment or .env), or write ${{oc.env:NAME}}")
     credit, ignored = split_method_credit(plain(cfg.credit))
     check_groups(cfg, credit["name"])
+    # credit=gspo records its runs as arm gspo, and the sequence-level ratio is what makes them GSPO's.
+    _require(cfg.get("arm") != "gspo" or credit.get("ratio_level") == "sequence",
+             f"credit=gspo is GRPO with the sequence-level ratio; credit.ratio_level={credit.get('ratio_level')} would "
+             f"run another loss under the name gspo: leave it out, or use credit=grpo credit.ratio_level=...")
     try:
         validate_credit_config(credit["name"], credit)
         _check_ignored_values(ignored)
@@ -167,7 +172,8 @@ def validate_config(cfg: DictConfig) -> None:
     skip = train.get("skip_zero_advantage", True)
     _require(isinstance(skip, bool), f"train.skip_zero_advantage must be true or false, got {skip!r}")
     lr = train.get("lr")
-    _require(lr is None or (isinstance(lr, (int, float)) and lr > 0), f"train.lr must be null or a number > 0, got {lr!r}")
+    _require(lr is None or (isinstance(lr, (int, float)) and not isinstance(lr, bool) and (isinstance(lr, int) or math.isfinite(lr)) and lr > 0),
+             f"train.lr must be null or a number > 0, got {lr!r}")
 
     kinds = group_kinds("logger")
     logger = plain(cfg.logger)
@@ -202,11 +208,38 @@ def _check_engine_world(trainer: dict, rollout: dict) -> None:
                       "each process runs its own engine of tensor_parallel_size=1")
 
 
+def _extra_rollout_phases(cfg: DictConfig, credit: dict) -> list[tuple[int, int]]:
+    """Budget-matched GRPO's extra rollouts per phase, read now (a ProVer run's metrics.csv for match_metrics), so that
+    a missing or damaged file, or one that gives no budget to match, is one line before any model loads."""
+    from agentcredit.credit.budget import GROUP_KNOBS
+    from agentcredit.lit.credit_inputs import extra_rollout_phases
+    from agentcredit.records.reading import RecordError
+
+    path, extra = credit.get("match_metrics"), credit.get("extra_rollouts")
+    if path is None:
+        return [(0, int(extra or 0))]
+    try:
+        phases = extra_rollout_phases({k: credit.get(k, v) for k, v in GROUP_KNOBS.items()}, int(cfg.rollout.group_size))
+    except (RecordError, ValueError, OSError) as err:
+        message = str(err)
+        raise ConfigError(message if message.startswith("credit.") else f"credit.match_metrics: {message}") from None
+    negative = [(first, n) for first, n in phases if n < 0]
+    _require(not negative, f"credit.match_metrics={path!r} gives {negative[0][1] if negative else 0} extra rollouts a "
+                           "group: its credit/extra_tokens are below zero; is it a ProVer run's metrics.csv?")
+    # budget-grpo's own extra_rollouts (2) stands in until a ProVer run is named; say what replaces it.
+    log.info(f"credit.match_metrics: extra rollouts a group from step (first step, rollouts) {phases}; "
+             f"credit.extra_rollouts={extra} is not used")
+    return phases
+
+
 def _check_rollout_memory(cfg: DictConfig, credit: dict) -> None:
-    """Rows decoded together (group size x prompts, continuations, a test batch) against the machine's memory."""
+    """Rows decoded together (group size x prompts with any extra rollouts, continuations, validation and test
+    calls) against the machine's memory."""
     from agentcredit.models.memory_bounds import training_memory_problem
 
-    problem = training_memory_problem(plain(cfg.data), plain(cfg.rollout), plain(cfg.model), plain(cfg.trainer), credit)
+    extra = max(n for _, n in _extra_rollout_phases(cfg, credit))
+    problem = training_memory_problem(plain(cfg.data), plain(cfg.rollout), plain(cfg.model), plain(cfg.trainer), credit,
+                                      extra_rollouts=extra)
     _require(problem is None, problem or "")
 
 

@@ -38,6 +38,7 @@ def refuse(problem: str) -> None:
 def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
     """`argv` with older spellings read as today's, after the config nodes are stored and the command line and
     every config it composes are checked for secrets (exit 2 with one line), before anything is written."""
+    from agentcredit.checks.arm_overrides import arm_override_problem
     from agentcredit.checks.secret_check import refuse_secrets
     from agentcredit.common.configs import current_overrides, register_config_nodes
     from agentcredit.common.paths import config_dir
@@ -45,7 +46,7 @@ def checked_overrides(argv: Sequence[str], config_name: str) -> list[str]:
     overrides = current_overrides(argv)
     register_config_nodes()  # credit/_sweepable and credit/_defaults/<name>, from the credit registry
     refuse_secrets(__file__, str(config_dir()), config_name, overrides)  # first: no message may echo a secret
-    problem = composition_problem(overrides, config_name)
+    problem = composition_problem(overrides, config_name) or arm_override_problem(overrides)
     if problem:
         refuse(problem)
     return overrides

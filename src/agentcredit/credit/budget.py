@@ -27,6 +27,7 @@ rollout, so it adds fewer rollouts than counting continuations would. And ``cred
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from agentcredit.credit.knobs import KnobCheck, integer, optional_path
@@ -49,6 +50,8 @@ def matched_extra_rollouts(extra_tokens: Sequence[float], group_tokens: Sequence
     if len(extra_tokens) == 0 or len(extra_tokens) != len(group_tokens):
         raise ValueError(f"need one extra_tokens and group_tokens value per step, got {len(extra_tokens)} "
                          f"and {len(group_tokens)}")
+    if not all(math.isfinite(v) for v in (*extra_tokens, *group_tokens)):
+        raise ValueError("the ProVer run logged a credit/extra_tokens or credit/group_tokens that is not a finite number")
     per_rollout = sum(group_tokens) / len(group_tokens) / group_size
     if per_rollout <= 0:
         raise ValueError("the ProVer run's rollouts generated no policy tokens; cannot match its budget")

@@ -128,6 +128,7 @@ def explained_variance(predicted: Tensor, targets: Tensor) -> float:
 # Read by the critic itself (lit/critic.py), not by the advantage function. critic_lr: Adam's step size for the
 # head (the paper trains its critic faster than the actor); critic_epochs: passes over each step's states.
 CRITIC_RUN_KNOBS = {"critic_lr": 1e-3, "critic_epochs": 4}
+MAX_CRITIC_EPOCHS = 1000  # each pass is a forward and backward over a step's states; more only stalls the step
 
 
 def acting_values(group: CreditGroup) -> list[Tensor]:
@@ -182,7 +183,7 @@ WHITEN_CHECK = ((lambda v: v in WHITEN_SCOPES or isinstance(v, bool)),
 @register_credit("turn-critic", inputs=("critic_values",), run_knobs=CRITIC_RUN_KNOBS, diagnostics=_critic_diagnostics,
                  step_metrics=continuation_overhead, step_advantages=whiten_over_step,
                  checks={"gamma": unit_interval(closed_low=False), "gae_lambda": unit_interval(closed_low=True),
-                         "whiten": WHITEN_CHECK, "critic_lr": positive(), "critic_epochs": integer(1)})
+                         "whiten": WHITEN_CHECK, "critic_lr": positive(), "critic_epochs": integer(1, MAX_CRITIC_EPOCHS)})
 def turn_critic_advantages(group: CreditGroup, *, gamma: float = 0.99, gae_lambda: float = 0.9,
                            whiten: str = "batch") -> Tensor:
     """Turn-PPO: A_k (turn-level GAE of the critic's values, module docstring) on every token of turn k; with

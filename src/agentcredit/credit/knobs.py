@@ -4,25 +4,32 @@ size's in ``budget.GROUP_CHECKS``. ``config.validate_credit_config`` applies the
 a bad value stops it in one line before any model loads; the pure functions trust their knobs.
 
 A check is a pair (test, what the value must be); the message reads ``credit.<knob> must be <what>, got <value>``.
+A number is a finite one: inf would pass every lower bound and NaN fails every comparison without a word.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 KnobCheck = tuple[Callable[[object], bool], str]
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite int or float: inf passes every bound and NaN compares false, so neither is a setting."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))
 
 
 def number() -> KnobCheck:
     return _number, "a number"
 
 
-def integer(low: int) -> KnobCheck:
-    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low), f"an integer >= {low}"
+def integer(low: int, high: int | None = None) -> KnobCheck:
+    """An integer >= low (and <= high: a bound where a larger count would only run for days, not mean more)."""
+    if high is None:
+        return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low), f"an integer >= {low}"
+    return ((lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high),
+            f"an integer in [{low}, {high}]")
 
 
 def positive() -> KnobCheck:

@@ -18,6 +18,7 @@ The synthetic world is cached as JSON under `cache_dir()/worlds/` (see `world/ca
 from __future__ import annotations
 
 import inspect
+import logging
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
@@ -34,6 +35,8 @@ from agentcredit.world.generator import World
 from agentcredit.world.splits import split_questions
 from agentcredit.world.types import Question
 from agentcredit.world.user import load_user_world
+
+log = logging.getLogger(__name__)
 
 
 def _rank_and_world_size() -> tuple[int, int]:
@@ -185,12 +188,21 @@ class QuestionDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         # Batches of prompts_per_step questions, each its own sampling stream, `val_batches_per_call` of them a call.
-        batches = IndexedBatches(self.splits["val"][: self.n_val], self.prompts_per_step)
+        batches = IndexedBatches(self._first("val", self.n_val), self.prompts_per_step)
         return DataLoader(batches, batch_size=self.val_batches_per_call, collate_fn=list)
 
     def test_dataloader(self) -> DataLoader:
-        batches = IndexedBatches(self.splits["test"][: self.n_test], self.test_batch_size)
+        batches = IndexedBatches(self._first("test", self.n_test), self.test_batch_size)
         return DataLoader(batches, batch_size=self.test_batches_per_call, collate_fn=list)
+
+    def _first(self, split: str, n: int) -> tuple:
+        """The first n questions of a split; a larger n than the split holds reads all of it, and says so (the
+        count a report labels its accuracy with is the count that ran)."""
+        questions = self.splits[split]
+        if n is not None and n > len(questions):
+            log.warning(f"data.n_{split}={n} asks for more questions than the {split} split's {len(questions)}: "
+                        f"all {len(questions)} are used")
+        return questions[:n]
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         # Lightning fetches one batch ahead; the batch reaching this hook is the one being trained

@@ -75,23 +75,32 @@ def _int(value: Any) -> int | None:
 
 
 def training_memory_problem(data: Mapping, rollout: Mapping, model: Mapping, trainer: Mapping,
-                            credit: Mapping) -> str | None:
-    """A training step's largest batches of rows: a step's groups (P questions x G rollouts), a continuation
-    batch of the credit method (two states x num_continuations, ProVer's and SPO's), and a test batch."""
+                            credit: Mapping, extra_rollouts: int = 0) -> str | None:
+    """A run's largest batches of rows: a step's groups (P questions x G rollouts, plus `extra_rollouts` a group at
+    the step that adds most: budget-matched GRPO's), a continuation batch of the credit method (two states x
+    num_continuations, ProVer's and SPO's), a validation call and a test call (its batches x k samples each)."""
     limit = rollout_memory(trainer)
     if limit is None:
         return None
     groups, prompts = _int(rollout.get("group_size")), _int(data.get("prompts_per_step"))
     candidates = []
     if groups and prompts:
-        candidates.append((f"rollout.group_size={groups} x data.prompts_per_step={prompts}", groups * prompts))
+        extra = f" (+ {extra_rollouts} extra a group)" if extra_rollouts else ""
+        candidates.append((f"rollout.group_size={groups}{extra} x data.prompts_per_step={prompts}",
+                           (groups + extra_rollouts) * prompts))
     if _int(credit.get("num_continuations")):
         k = credit["num_continuations"]
         candidates.append((f"credit.num_continuations={k} (x 2 states)", 2 * k))
-    if _int(data.get("test_batch_size")):
-        together = _int(data.get("test_batches_per_call")) or 1
-        knob = f"data.test_batch_size={data['test_batch_size']}" + (f" x data.test_batches_per_call={together}" if together > 1 else "")
-        candidates.append((knob, data["test_batch_size"] * together))
+    if prompts and _int(data.get("val_batches_per_call")):
+        together = data["val_batches_per_call"]
+        candidates.append((f"data.prompts_per_step={prompts} x data.val_batches_per_call={together}", prompts * together))
+    batch = _int(data.get("test_batch_size")) or prompts
+    if batch:
+        together, samples = _int(data.get("test_batches_per_call")) or 1, _int(data.get("test_samples_per_question")) or 1
+        knob = (f"data.test_batch_size={batch}" if _int(data.get("test_batch_size")) else f"data.prompts_per_step={batch}")
+        knob += f" x data.test_batches_per_call={together}" if together > 1 else ""
+        knob += f" x data.test_samples_per_question={samples}" if samples > 1 else ""
+        candidates.append((knob + " (a test call)", batch * together * samples))
     for knob, rows in candidates:
         problem = rows_problem(knob, rows, model, rollout, limit)
         if problem:

@@ -93,6 +93,12 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
     """The checked config to evaluate under. With a checkpoint, conf/eval.yaml is composed again with the
     training run's own overrides first and `command_overrides` after them, so that the model, data
     (and its split seed) and rollout settings are the run's unless the command says otherwise."""
+    from agentcredit.checks import config_checks as checks
+
+    try:  # before its folder is read for the run's overrides: a folder or a number is one line, not a traceback
+        checks.check_ckpt_path(cfg.get("ckpt_path"))
+    except checks.ValueProblem as err:
+        raise ConfigError(str(err)) from None
     recorded = training_overrides(cfg.get("ckpt_path"))
     if recorded:
         cfg = compose_config(merge_overrides(recorded, command_overrides), config_name="eval")
