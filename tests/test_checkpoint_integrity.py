@@ -138,7 +138,8 @@ def test_a_non_finite_loss_stops_the_run_before_last_ckpt_is_written(tmp_path, m
 
     monkeypatch.setattr(lit_module.AgentRLModule, "training_step", counting_step)
     monkeypatch.setattr(lit_module, "policy_loss", nan_on_the_second_step)
-    with pytest.raises(lit_module.NonFiniteTraining, match=r"^step 1: the loss or gradient is not finite"):
+    with pytest.raises(lit_module.NonFiniteTraining, match=r"^step 1: the loss or gradient is not finite \(loss=nan, "
+                                                          r"grad_norm=nan, largest \|advantage\| [\d.e+-]+\)"):
         train_tiny(tmp_path, *RUN, "trainer.max_steps=3")
     last = read_checkpoint(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)  # finite, digest intact
     assert last["global_step"] == 1
@@ -206,3 +207,14 @@ def test_state_dict_problem(state, problem):
     from agentcredit.common.checkpoint_file import state_dict_problem
 
     assert state_dict_problem({"w": torch.zeros(2, 3)}, state) == problem
+
+
+def test_the_non_finite_line_names_the_largest_advantage_or_that_one_is_not_finite():
+    import torch
+
+    from agentcredit.lit.module import largest_advantage
+
+    assert largest_advantage([torch.tensor([0.5, -2.0]), torch.tensor([1.25])]) == "largest |advantage| 2"
+    assert largest_advantage([torch.tensor([1e308], dtype=torch.float64), torch.tensor([-3e300], dtype=torch.float64)]) == "largest |advantage| 1e+308"
+    assert largest_advantage([torch.tensor([0.5]), torch.tensor([float("inf")])]) == "an advantage is not finite"
+    assert largest_advantage([torch.tensor([])]) == "no advantages"

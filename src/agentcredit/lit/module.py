@@ -52,6 +52,17 @@ def pooled_outcomes(rows: list[list[float]]) -> tuple[int, dict[str, float]]:
     return int(n), {name: total / n for name, total in zip(OUTCOME_KEYS.values(), sums)}
 
 
+def largest_advantage(advantages: list[torch.Tensor]) -> str:
+    """The step's largest |advantage| (or that one is not finite), so a non-finite loss names where it came from."""
+    values = [a.detach().double().flatten() for a in advantages if a.numel()]
+    if not values:
+        return "no advantages"
+    every = torch.cat(values)
+    if not torch.isfinite(every).all():
+        return "an advantage is not finite"
+    return f"largest |advantage| {float(every.abs().max()):.3g}"
+
+
 @dataclass
 class TrainSettings:
     micro_batch_size: int = 8  # sequences per forward/backward in the loss
@@ -229,8 +240,9 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
             # Before the update and before Lightning writes last.ckpt: the last good checkpoint stays as it was.
             raise NonFiniteTraining(
                 f"step {self.global_step}: the loss or gradient is not finite (loss={step.sums['loss']}, "
-                f"grad_norm={float(grad_norm)}); no update was made and the last checkpoint was kept; "
-                "lower train.lr or resume from an earlier checkpoint")
+                f"grad_norm={float(grad_norm)}, {largest_advantage(advantages)}); no update was made and the last "
+                "checkpoint was kept; lower train.lr, or the credit's own scale (credit.* knobs) where the advantages "
+                "are not finite or huge, or resume from an earlier checkpoint")
         optimizer.step()
         return step.figures(grad_norm, kept)
 
