@@ -271,3 +271,16 @@ def test_a_prover_run_that_matches_passes(tmp_path):
     csv = _metrics_csv(tmp_path / "metrics.csv", "0,80,400\n1,120,400\n")
     cfg = prepare_config(tiny_config(tmp_path, "credit=budget-grpo", f"credit.match_metrics={csv}"))
     assert cfg.credit.match_metrics == str(csv)
+
+
+def test_a_context_no_prompt_fits_is_one_line_before_a_base_policy_is_built(tmp_path, monkeypatch):
+    """The check at each rollout came after the base policy's build, minutes on a first run."""
+    from agentcredit.run.compose import build_components
+
+    monkeypatch.setattr("agentcredit.testbed.base_policy.ensure_base_policy",
+                        lambda *a, **k: pytest.fail("the base policy was built"))
+    cfg = tiny_config(tmp_path, "rollout.max_context_tokens=10")
+    with pytest.raises(ConfigError, match=r"^rollout\.max_context_tokens=10 leaves no room for a first turn: the first "
+                                          r"\d+ training questions' prompts take \d+ to \d+ tokens with the assistant "
+                                          r"header; raise it above that plus rollout\.max_turn_tokens$"):
+        build_components(cfg)

@@ -73,6 +73,16 @@ class RolloutConfig:
             raise ValueError(f"rollout.engine must be hf or vllm, got {self.engine!r}")
 
 
+def context_problem(chat: ChatFormat, prompts: Sequence[list[int]], max_context_tokens: int, which: str) -> str | None:
+    """One line when not one of `prompts` (token ids) leaves room for a first turn within max_context_tokens."""
+    opened = [len(prompt) + len(chat.assistant_header) for prompt in prompts]
+    if not opened or min(opened) < max_context_tokens:
+        return None
+    return (f"rollout.max_context_tokens={max_context_tokens} leaves no room for a first turn: {which} take "
+            f"{min(opened)} to {max(opened)} tokens with the assistant header; raise it above that plus "
+            "rollout.max_turn_tokens")
+
+
 @contextmanager
 def intra_op_threads(n: int | None) -> Iterator[None]:
     """torch's intra-op threads set to n inside the block (None: left alone), restored after.
@@ -171,11 +181,9 @@ class RolloutWorker:
     def _refuse_a_context_no_prompt_fits(self, prompts: Sequence[list[int]]) -> None:
         """A context too short for every prompt would end each rollout before its first token, and a run
         would train on nothing without a word; one prompt too long is a rollout cut short (finish "context")."""
-        opened = [len(prompt) + len(self.chat.assistant_header) for prompt in prompts]
-        if opened and min(opened) >= self.cfg.max_context_tokens:
-            raise ConfigError(f"rollout.max_context_tokens={self.cfg.max_context_tokens} leaves no room for a first "
-                              f"turn: this batch's prompts take {min(opened)} to {max(opened)} tokens with the "
-                              f"assistant header; raise it above that plus rollout.max_turn_tokens")
+        problem = context_problem(self.chat, prompts, self.cfg.max_context_tokens, "this batch's prompts")
+        if problem:
+            raise ConfigError(problem)
 
     def _rollout_per_stream(self, questions, group_size: int, generators) -> list[list[Trajectory]]:
         """An engine draws one seed per call from the worker's generator: one call per stream, as a worker

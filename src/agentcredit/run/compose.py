@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agentcredit.agent.chat import ChatFormat
 from agentcredit.agent.protocol import SYSTEM_PROMPT, system_prompt
-from agentcredit.agent.rollout import RolloutConfig
+from agentcredit.agent.rollout import RolloutConfig, context_problem
 from agentcredit.common.configs import ConfigError, compose_config, plain, run_dir_path
 from agentcredit.env.corpus import Corpus
 from agentcredit.env.factory import make_env_factory
@@ -132,6 +132,7 @@ def build_components(cfg: "DictConfig | RunParts", *, progress: bool = True, bas
                                         tokenizer_texts=lambda: tokenizer_corpus(world))
     chat = ChatFormat.from_tokenizer(tokenizer, system_prompt(model_cfg.get("system_prompt", "full")))
     rollout_cfg = RolloutConfig(**parts.rollout)
+    refuse_a_context_no_prompt_fits(chat, datamodule, rollout_cfg)
     components = Components(datamodule, corpus, env_factory, reward_fn, policy, tokenizer, chat, rollout_cfg, base_info)
     if base_policy and model_cfg.get("warm_start", False) and base_info is None:
         from agentcredit.testbed.base_policy import ensure_base_policy
@@ -140,6 +141,21 @@ def build_components(cfg: "DictConfig | RunParts", *, progress: bool = True, bas
     if lora_cfg.get("enabled", False):
         components.policy = wrap_with_lora(components.policy, lora_cfg)
     return components
+
+
+CONTEXT_SAMPLE = 256  # questions whose prompts are measured at build time: enough to find a short one, in about 0.1 s
+
+
+def refuse_a_context_no_prompt_fits(chat: ChatFormat, datamodule, rollout_cfg: RolloutConfig) -> None:
+    """Before a base policy is built (minutes on a first run) or a step samples: a context shorter than every
+    prompt would train on nothing. The first CONTEXT_SAMPLE training questions stand for the rest; each batch is
+    checked again when it rolls out (agent/rollout.py)."""
+    questions = datamodule.split_questions("train")[:CONTEXT_SAMPLE]
+    prompts = [chat.prompt_ids(question.text) for question in questions]
+    problem = context_problem(chat, prompts, rollout_cfg.max_context_tokens,
+                              f"the first {len(prompts)} training questions' prompts")
+    if problem:
+        raise ConfigError(problem)
 
 
 def uses_synthetic_base_policy(cfg: DictConfig) -> bool:
