@@ -14,7 +14,6 @@ machines the same way the paper's context limit does on large ones.
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -28,13 +27,10 @@ from agentcredit.agent.next_token import StopChecker
 from agentcredit.agent.sampling import TurnSampler
 from agentcredit.agent.trajectory import ANSWER_TURN, NON_POLICY, Trajectory
 from agentcredit.common.configs import ConfigError
+from agentcredit.credit.knobs import is_finite_number
 from agentcredit.world.types import Question
 
 TRUNCATION_NOTE = " [observation truncated]"
-
-
-def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))
 
 
 @dataclass
@@ -60,12 +56,12 @@ class RolloutConfig:
         if not isinstance(self.group_size, int) or self.group_size < 2:
             raise ValueError(f"rollout.group_size must be an integer >= 2 (group-relative advantages need "
                              f"at least two rollouts), got {self.group_size!r}")
-        if not _finite_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
+        if not is_finite_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"rollout.top_p must be a number in (0, 1], got {self.top_p!r}")
         for name in ("lean_forward", "share_identical"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"rollout.{name} must be true or false, got {getattr(self, name)!r}")
-        if not _finite_number(self.temperature) or self.temperature < 0:
+        if not is_finite_number(self.temperature) or self.temperature < 0:
             raise ValueError(f"rollout.temperature must be a finite number >= 0 (0: greedy), got {self.temperature!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"rollout.threads must be null or an integer >= 1, got {self.threads!r}")

@@ -9,12 +9,12 @@ model (or the tiny testbed's base policy) has loaded, with a traceback, or namin
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentcredit.credit.knobs import is_finite_number
 from agentcredit.world.config import MAX_HOPS, TEMPLATES, WorldConfig
 
 # Lightning's accepted `precision` values (lightning.fabric.connector._PRECISION_INPUT).
@@ -40,9 +40,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v: Any) -> bool:
-    """A finite int or float (inf passes any lower bound, NaN fails every comparison silently)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
 
 
 def need(ok: bool, key: str, accepts: str, value: Any) -> None:
@@ -63,7 +60,7 @@ def need_number(cfg: Mapping, key: str, prefix: str, low: float, high: float | N
     if key not in cfg and not required:
         return
     value = cfg.get(key)
-    ok = _is_number(value) and (value > low if open_low else value >= low)
+    ok = is_finite_number(value) and (value > low if open_low else value >= low)
     if high is not None:
         ok = ok and (value < high if open_high else value <= high)
     left, right = "(" if open_low else "[", ")" if open_high else "]"
@@ -267,7 +264,7 @@ def check_train(train: Mapping) -> None:
     need_number(train, "val_temperature", p, 0.0, required=False)
     need_int(train, "samples_per_val", p, low=0, required=False)
     betas = train.get("betas", [0.9, 0.98])
-    need(isinstance(betas, list) and len(betas) == 2 and all(_is_number(b) and 0 <= b < 1 for b in betas),
+    need(isinstance(betas, list) and len(betas) == 2 and all(is_finite_number(b) and 0 <= b < 1 for b in betas),
          p + "betas", "two numbers in [0, 1)", betas)
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agentcredit.common.configs import ConfigError, plain
+from agentcredit.credit.knobs import is_finite_number
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def validate_config(cfg: DictConfig) -> None:
     skip = train.get("skip_zero_advantage", True)
     _require(isinstance(skip, bool), f"train.skip_zero_advantage must be true or false, got {skip!r}")
     lr = train.get("lr")
-    _require(lr is None or (isinstance(lr, (int, float)) and not isinstance(lr, bool) and (isinstance(lr, int) or math.isfinite(lr)) and lr > 0),
+    _require(lr is None or (is_finite_number(lr) and lr > 0),
              f"train.lr must be null or a number > 0, got {lr!r}")
 
     kinds = group_kinds("logger")

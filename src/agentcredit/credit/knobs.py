@@ -15,13 +15,13 @@ from collections.abc import Callable
 KnobCheck = tuple[Callable[[object], bool], str]
 
 
-def _number(value: object) -> bool:
+def is_finite_number(value: object) -> bool:
     """A finite int or float: inf passes every bound and NaN compares false, so neither is a setting."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))
 
 
 def number() -> KnobCheck:
-    return _number, "a number"
+    return is_finite_number, "a number"
 
 
 def integer(low: int, high: int | None = None) -> KnobCheck:
@@ -33,11 +33,11 @@ def integer(low: int, high: int | None = None) -> KnobCheck:
 
 
 def positive() -> KnobCheck:
-    return (lambda v: _number(v) and v > 0), "a number > 0"
+    return (lambda v: is_finite_number(v) and v > 0), "a number > 0"
 
 
 def non_negative() -> KnobCheck:
-    return (lambda v: _number(v) and v >= 0), "a number >= 0"
+    return (lambda v: is_finite_number(v) and v >= 0), "a number >= 0"
 
 
 def choice(options: tuple[str, ...]) -> KnobCheck:
@@ -46,8 +46,8 @@ def choice(options: tuple[str, ...]) -> KnobCheck:
 
 def unit_interval(closed_low: bool) -> KnobCheck:
     if closed_low:
-        return (lambda v: _number(v) and 0 <= v <= 1), "a number in [0, 1]"
-    return (lambda v: _number(v) and 0 < v <= 1), "a number in (0, 1]"
+        return (lambda v: is_finite_number(v) and 0 <= v <= 1), "a number in [0, 1]"
+    return (lambda v: is_finite_number(v) and 0 < v <= 1), "a number in (0, 1]"
 
 
 def boolean() -> KnobCheck:
