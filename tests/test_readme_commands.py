@@ -134,6 +134,13 @@ COMMANDS = {
         "test", "tests/test_resume_sweep.py::test_a_sweep_restored_from_its_committed_summaries_skips_its_finished_jobs"),
     "python scripts/carry.py save outputs/multirun/<sweep> docs/results/carry/<sweep>": (
         "test", "tests/test_carry.py::test_a_job_stopped_after_step_3_carried_to_a_fresh_folder_resumes_as_if_uninterrupted"),
+    # Running, a sweep's code held in a worktree while the checkout moves on
+    "git worktree add --detach ../sweep-code <commit>": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_run_from_a_pinned_worktree_imports_the_worktrees_code"),
+    'rm -r ../sweep-code/outputs && ln -s "$PWD/outputs" ../sweep-code/outputs': (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_run_from_a_pinned_worktree_imports_the_worktrees_code"),
+    "cd ../sweep-code && PYTHONPATH=src python train.py -m <the same sweep args> resume=true": (
+        "test", "tests/test_resume_sweep.py::test_a_sweep_run_from_a_pinned_worktree_imports_the_worktrees_code"),
     "python scripts/progress.py outputs/multirun/<sweep>": (
         "test", "tests/test_sweep_progress.py::test_the_command_prints_the_table_and_the_totals"),
     "python scripts/progress.py outputs/multirun/compare_long_tuned": (

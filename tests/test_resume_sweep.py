@@ -137,3 +137,36 @@ def test_a_session_ends_mid_sweep_and_a_fresh_checkout_finishes_it_from_committe
     assert all(torch.equal(theirs[k], ours[k]) for k in theirs)
     assert cli("scripts/carry.py", "save", str(sweep), str(carried), cwd=tmp_path).stdout.strip().endswith(
         "save: 1 dropped")  # finished now: the carried copy is stale and goes
+
+
+def test_a_sweep_run_from_a_pinned_worktree_imports_the_worktrees_code(tmp_path):
+    """docs/running.md's pinned sweep: with PYTHONPATH=src in a worktree, the process and the launcher's worker
+    processes (joblib's loky, as the comparisons' launcher) import the worktree's package, not the checkout's
+    editable install, and write into the checkout's outputs/ through the link."""
+    import os
+    import subprocess
+    import sys
+
+    from tiny_runs import ROOT
+
+    tree = tmp_path / "sweep-code"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), "HEAD"], check=True,
+                   capture_output=True)
+    try:
+        subprocess.run(["rm", "-r", str(tree / "outputs")], check=True)
+        (tree / "outputs").symlink_to(ROOT / "outputs")
+        probe = ("import agentcredit, joblib, pathlib; "
+                 "where = lambda: agentcredit.__file__; "
+                 "workers = joblib.Parallel(n_jobs=2, backend='loky')(joblib.delayed(where)() for _ in range(2)); "
+                 "print(agentcredit.__file__, *workers, pathlib.Path('outputs').resolve())")
+        env = {**os.environ, "PYTHONPATH": "src"}
+        out = subprocess.run([sys.executable, "-c", probe], cwd=tree, env=env, check=True, capture_output=True,
+                             text=True).stdout.split()
+        assert out[:3] == [str(tree / "src/agentcredit/__init__.py")] * 3, out
+        assert out[3] == str((ROOT / "outputs").resolve())
+        bare = subprocess.run([sys.executable, "-c", "import agentcredit; print(agentcredit.__file__)"], cwd=tree,
+                              env={k: v for k, v in env.items() if k != "PYTHONPATH"}, check=True, capture_output=True,
+                              text=True).stdout.strip()
+        assert bare != out[0]  # without it, the editable install's package: the link alone would not pin the code
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)

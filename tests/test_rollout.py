@@ -278,6 +278,20 @@ def test_observation_budget_truncates_and_stops(setup):
     assert traj.finish_reason == "obs_budget" and traj.num_tool_turns == 1
 
 
+def test_an_observation_that_fills_the_budget_exactly_is_shown_whole(setup):
+    chat = setup[2]
+    call = render_tool_call(ToolCall("browser.search", {"query": "Korvel"}))
+    first = make_worker(setup).replay(QUESTION, [call]).observations[0]
+    fits = len(chat.encode(first))
+    whole = make_worker(setup, max_obs_tokens=fits).replay(QUESTION, [call] * 3)
+    # shown as it was, no truncation note; the next observation finds no room and ends the rollout
+    assert whole.observations[0] == first and whole.num_tool_turns == 2 and whole.finish_reason == "obs_budget"
+    assert rollout_module.TRUNCATION_NOTE not in chat.tokenizer.decode(whole.input_ids[whole.boundaries[0]:whole.boundaries[1]])
+    cut = make_worker(setup, max_obs_tokens=fits - 1).replay(QUESTION, [call] * 3)
+    assert cut.num_tool_turns == 1 and cut.finish_reason == "obs_budget"
+    assert rollout_module.TRUNCATION_NOTE in chat.tokenizer.decode(cut.input_ids[cut.boundaries[0]:cut.boundaries[1]])
+
+
 def test_context_limit_stops_the_rollout(setup):
     chat = setup[2]
     limit = len(chat.prompt_ids(QUESTION.text)) + 40

@@ -391,7 +391,9 @@ class RolloutWorker:
             observation = error_observation(parsed.error)
         obs_ids = self.chat.encode(observation)
         room = self.cfg.max_obs_tokens - item.obs_tokens_used
-        spent = len(obs_ids) >= room
+        # An observation that fills the room left exactly is shown whole; only one longer than it is cut (and
+        # then the rollout ends: gold evidence reads a cut last observation as showing nothing).
+        spent = len(obs_ids) > room
         if spent:
             obs_ids = obs_ids[: max(room, 0)] + self.chat.encode(TRUNCATION_NOTE)
         item.obs_tokens_used += len(obs_ids)
