@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from agentcredit.analysis.comparison_format import points
-from agentcredit.analysis.fidelity_vs_gain import Settings, chart_numbers, write_chart
+from agentcredit.analysis.fidelity_vs_gain import Settings, chart_numbers, chart_paths, write_chart
 from agentcredit.records import check_output_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def check_out(out: Path) -> None:
     """<out>.json and <out>.png can be written (their folder made if missing), or SystemExit with one line: before
     the bootstrap, not after it."""
     try:
-        for path in (out.with_suffix(".json"), out.with_suffix(".png")):
+        for path in chart_paths(out):
             check_output_path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out.parent):  # the one test that also holds for root and read-only mounts

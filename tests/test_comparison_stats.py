@@ -375,3 +375,41 @@ def test_a_run_whose_test_questions_are_not_the_others_is_left_out_with_the_reas
     assert "grpo_seed1.summary.json left out: its test outcomes hold 40 questions, 3 of them not among" in left
     assert "| trace | " in report and "| 2 seeds × 40 questions | " in report and "| grpo |" not in report
     assert "4 runs (2 left out)" in out
+
+
+def test_records_unlike_their_summary_and_questions_of_another_hop_count_are_left_out_before_question_sets(
+        tmp_path, capsys):
+    """The damaged runs being the majority must not make the whole ones look like another split: records that do
+    not average to their own run's test accuracy go first, then a question whose hop count is not the others'."""
+    import runpy
+
+    from agentcredit.analysis.comparison_runs import comparable_runs
+    from tiny_runs import ROOT
+
+    runs = [_run(arm, seed, {4: 0.5, 5: 0.25}) for arm in ("budget_grpo", "trace", "grpo") for seed in (0, 1)]
+    for run in runs:
+        run.source = tmp_path / run.name
+    for run in runs[:4]:  # budget_grpo and trace: their records cut to the 4-hop half, their summaries whole
+        run.outcomes = [o for o in run.outcomes if o.hops == 4]
+    kept, left_out = comparable_runs(runs)
+    assert kept == runs[4:] and len(left_out) == 4
+    assert left_out[0] == (f"{tmp_path / 'budget_grpo0'} left out: the mean success of its 20 per-question test "
+                           "records, 50.00%, is not its summary's test accuracy, 37.50%: the records are cut short or "
+                           "damaged, or belong to another run")
+    whole = [_run(arm, seed, {4: 0.5, 5: 0.25}) for arm in ("budget_grpo", "trace") for seed in (0, 1)]
+    odd = whole[3]
+    odd.outcomes[0] = odd.outcomes[0].model_copy(update={"hops": 50})
+    odd.source = tmp_path / "trace1"
+    kept, left_out = comparable_runs(whole)
+    assert kept == whole[:3] and left_out == [
+        f"{tmp_path / 'trace1'} left out: question {odd.outcomes[0].id!r} has 50 hops here and 4 in 3 other runs: "
+        "another world's questions under the same ids"]
+    assert comparable_runs(whole[:3]) == (whole[:3], [])
+
+    # Through the command: the auto reference moves to grpo when every budget_grpo run is left out, and says so
+    export_runs(runs, tmp_path / "export")
+    main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
+    assert main([str(tmp_path / "export"), "--out", str(tmp_path / "report"), "--bootstrap", "200"]) == 0
+    err = capsys.readouterr().err
+    assert ("--reference auto: every budget_grpo run was left out (above), so the verdicts are against grpo; name "
+            "--reference to choose") in err

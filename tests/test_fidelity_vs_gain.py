@@ -248,3 +248,49 @@ def test_the_json_never_holds_a_nan():
     assert json_text({"x": 1.5}) == '{\n "x": 1.5\n}\n'
     with pytest.raises(ValueError, match="not JSON compliant"):
         json_text({"x": float("nan")})
+
+
+def test_an_out_with_a_dot_in_its_name_writes_beside_and_never_over_another_chart(tmp_path, capsys):
+    comparison, fidelity = _small_comparison(tmp_path)
+    (tmp_path / "chart.json").write_text("the committed chart\n")
+    assert _main()(["--comparison", str(comparison), "--fidelity", str(fidelity), "--out", str(tmp_path / "chart.v2"),
+                    "--bootstrap", "100"]) == 0
+    assert (tmp_path / "chart.json").read_text() == "the committed chart\n"
+    assert json.loads((tmp_path / "chart.v2.json").read_text())["reference"] == "budget_grpo"
+    assert (tmp_path / "chart.v2.png").stat().st_size > 0
+    with pytest.raises(SystemExit, match=r"^fidelity_vs_gain: --out .*chart\.png: give the path without \.json or "
+                                         r"\.png \(it names both files: chart\.json and chart\.png\)$"):
+        _main()(["--comparison", str(comparison), "--fidelity", str(fidelity), "--out", str(tmp_path / "chart.png")])
+
+
+def test_a_fidelity_outside_its_own_interval_is_one_line(tmp_path):
+    comparison, _ = _small_comparison(tmp_path)
+    fidelity = tmp_path / "bad.json"
+    fidelity.write_text('{"methods": {"grpo": {"within_rho": {"value": 0.0, "lo": 0.0, "hi": 0.0}}, '
+                        '"trace": {"within_rho": {"value": 5.0, "lo": 0.1, "hi": 0.2}}}}')
+    with pytest.raises(SystemExit) as stopped:
+        _main()(["--comparison", str(comparison), "--fidelity", str(fidelity), "--out", str(tmp_path / "chart")])
+    assert str(stopped.value) == f"fidelity_vs_gain: {fidelity}: method 'trace': within_rho.value 5.0 is outside its interval [0.1, 0.2]"
+
+
+def test_a_run_whose_records_are_cut_short_is_left_out_of_the_gains(tmp_path):
+    from agentcredit.records.outcomes import OutcomeRecord
+
+    def run(arm: str, seed: int, successes: list[float]) -> Run:
+        outcomes = [OutcomeRecord(id=f"q{i}", hops=4, success=s, tool_calls=1.0, tokens=10.0) for i, s in enumerate(successes)]
+        return Run(f"{arm}{seed}", arm, seed, {"test/accuracy": sum(successes) / len(successes)},
+                   {0: {"train/reward": 0.1}}, outcomes)
+
+    runs = [run(arm, seed, [1.0, 0.0, 0.0, 1.0]) for seed in (0, 1) for arm in ("budget_grpo", "trace")]
+    runs.append(run("trace", 2, [1.0, 1.0, 0.0, 0.0]))
+    runs.append(run("budget_grpo", 2, [1.0, 0.0, 0.0, 0.0]))
+    export_runs(runs, tmp_path / "compare")
+    records = tmp_path / "compare" / "trace_seed2.test_outcomes.jsonl"
+    records.write_text("".join(records.read_text().splitlines(keepends=True)[:3]))  # cut at a line end: reads whole
+    numbers = chart_numbers(_fidelity(tmp_path / "fidelity.json", {"grpo": 0.0, "trace": 0.1}), tmp_path / "compare",
+                            Settings(n_boot=200))
+    assert numbers["runs_left_out"] == [
+        f"{tmp_path / 'compare' / 'trace_seed2.summary.json'} left out: the mean success of its 3 per-question test "
+        "records, 66.67%, is not its summary's test accuracy, 50.00%: the records are cut short or damaged, or "
+        "belong to another run"]
+    assert numbers["seeds"] == [0, 1] and numbers["arms"][0]["bootstrap_over"] == "2 seeds × 4 questions"

@@ -11,8 +11,10 @@ across steps and arms) travel with it where the run wrote them. Every file
 is read against its schema in ``agentcredit.records.run``: a damaged run is left out of a comparison with
 one line naming the file (and line), never averaged in and never a traceback. So is a run that is there in
 part (a finished run folder without its metrics.csv, an export without its .steps.csv, a validation's outcomes
-missing, no arm or seed anywhere), a second run of one arm and seed (``first_of_each``) and a run whose test
-questions are not the other runs' (``unmatched_questions``).
+missing, no arm or seed anywhere), a second run of one arm and seed (``first_of_each``), and a run whose
+per-question records are not those of its own test or of the other runs (``comparable_runs``: their mean
+success is not its summary's test accuracy, a question's hop count differs from the other runs', or its
+questions are not the other runs').
 """
 
 from __future__ import annotations
@@ -250,6 +252,70 @@ def first_of_each(found: list[tuple[Path, list[Run]]]) -> tuple[list[Run], list[
             notes.append(f"{again} of the runs in {folder} are jobs read from a folder named earlier (the same job "
                          "folders): the earlier copies count")
     return kept, left_out, notes
+
+
+ACCURACY_TOLERANCE = 1e-5
+"""How far a run's mean per-question success may lie from its summary's test/accuracy (float32, summed in another
+order: 1.5e-8 at most over the committed comparisons); one question of 1,036 moves the mean by 1e-3."""
+
+
+def comparable_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """The runs whose per-question test records can be paired, and one line per run left out, checked in this
+    order: records that do not average to the run's own test accuracy (a cut or damaged file: were it kept, the
+    check of question sets below could take the damaged runs' set as the common one), a question whose hop
+    count differs from the other runs' (another world), questions that are not the other runs'
+    (`unmatched_questions`)."""
+    kept, left_out = [], []
+    for run in runs:
+        why = outcomes_unlike_summary(run)
+        if why:
+            left_out.append(f"{run.source} left out: {why}")
+        else:
+            kept.append(run)
+    kept, other_hops = questions_of_other_hops(kept)
+    kept, unmatched = unmatched_questions(kept)
+    return kept, left_out + other_hops + unmatched
+
+
+def outcomes_unlike_summary(run: Run) -> str | None:
+    """Why the run's per-question test records are not those its test accuracy was computed from, or None."""
+    accuracy = run.test.get("test/accuracy")
+    if not run.outcomes or accuracy is None:
+        return None
+    mean = sum(o.success for o in run.outcomes) / len(run.outcomes)
+    if abs(mean - accuracy) <= ACCURACY_TOLERANCE:
+        return None
+    return (f"the mean success of its {len(run.outcomes):,} per-question test records, {100 * mean:.2f}%, is not its "
+            f"summary's test accuracy, {100 * accuracy:.2f}%: the records are cut short or damaged, or belong to "
+            "another run")
+
+
+def questions_of_other_hops(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """The runs whose questions have the hop counts most runs give them, and one line per run left out: the same
+    question id with another hop count is another world's question (another preset or world seed), and its
+    per-hop figures would be counted under another hop count with no word."""
+    counts: dict[str, dict[int, int]] = {}
+    for run in runs:
+        for o in run.outcomes or ():
+            if o.hops is not None:
+                counts.setdefault(o.id, {}).setdefault(o.hops, 0)
+                counts[o.id][o.hops] += 1
+    usual = {qid: max(by_hops, key=lambda h: (by_hops[h], -h)) for qid, by_hops in counts.items() if len(by_hops) > 1}
+    if not usual:
+        return runs, []
+    kept, left_out = [], []
+    for run in runs:
+        odd = [o for o in run.outcomes or () if o.hops is not None and o.id in usual and o.hops != usual[o.id]]
+        if not odd:
+            kept.append(run)
+            continue
+        first = odd[0]
+        others = counts[first.id][usual[first.id]]
+        more = f" (and {len(odd) - 1:,} more questions)" if len(odd) > 1 else ""
+        left_out.append(f"{run.source} left out: question {first.id[:80]!r} has {first.hops} hops here and "
+                        f"{usual[first.id]} in {others} other run{'s' if others != 1 else ''}{more}: another world's "
+                        "questions under the same ids")
+    return kept, left_out
 
 
 def unmatched_questions(runs: list[Run]) -> tuple[list[Run], list[str]]:

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats
 
 from agentcredit.analysis.comparison import VerdictSettings, by_arm, verdicts
-from agentcredit.analysis.comparison_runs import read_runs
+from agentcredit.analysis.comparison_runs import comparable_runs, read_runs
 
 # Comparison arm -> the fidelity method that measures its credit. Budget-matched GRPO's credit is GRPO's (it
 # widens the group, the advantage is the same), so it shares GRPO's fidelity. Written out, never guessed from
@@ -103,6 +103,9 @@ def read_fidelity(path: Path) -> dict[str, dict]:
                 used = f" (the fidelity of arm{'s' * (len(arms) > 1)} {', '.join(arms)})" if arms else ""
                 raise ValueError(f"{path}: method {name!r}{used}: {FIDELITY}.{key} is {number!r:.40}, "
                                  "not a finite number")
+        if not interval["lo"] <= interval["value"] <= interval["hi"]:
+            raise ValueError(f"{path}: method {name!r}: {FIDELITY}.value {interval['value']!r:.40} is outside its "
+                             f"interval [{interval['lo']!r:.40}, {interval['hi']!r:.40}]")
     return {name: _interval(i["value"], i["lo"], i["hi"]) for name, i in numbers.items()}
 
 
@@ -173,6 +176,8 @@ def chart_numbers(fidelity_path: Path, comparison_folder: Path, settings: Settin
     """Everything the chart plots and its notes say, as plain JSON-able numbers (paths relative to `root`)."""
     fidelity = read_fidelity(fidelity_path)
     runs, left_out = read_runs(comparison_folder)
+    runs, unpaired = comparable_runs(runs)  # compare.py's checks: gains on other questions would not be comparable
+    left_out += unpaired
     if settings.reference not in by_arm(runs):
         raise ValueError(f"{comparison_folder} holds no {settings.reference!r} runs to measure gains against")
     runs, seeds, seeds_left_out = common_seeds(runs)
@@ -245,13 +250,23 @@ def write_json(numbers: dict, path: Path) -> Path:
     return path
 
 
+def chart_paths(out: Path) -> tuple[Path, Path]:
+    """<out>.json and <out>.png: the suffixes are added to the whole name (`--out results/chart.v2` writes
+    chart.v2.json, not chart.json over another chart's); ValueError for an `out` that already ends in one."""
+    out = Path(out)
+    if out.suffix.lower() in (".json", ".png"):
+        raise ValueError(f"--out {out}: give the path without .json or .png (it names both files: {out.stem}.json "
+                         f"and {out.stem}.png)")
+    return out.with_name(out.name + ".json"), out.with_name(out.name + ".png")
+
+
 def write_chart(numbers: dict, out: Path) -> tuple[Path, Path]:
-    """<out>.json and <out>.png, both drawn in memory first, then replaced together: a full disk or a failed
-    drawing leaves the earlier pair as it was, never a new JSON beside an old PNG."""
+    """<out>.json and <out>.png (`chart_paths`), both drawn in memory first, then replaced together: a full disk or
+    a failed drawing leaves the earlier pair as it was, never a new JSON beside an old PNG."""
     from agentcredit.records import replace_together
 
-    return replace_together({out.with_suffix(".json"): json_text(numbers).encode("utf-8"),
-                             out.with_suffix(".png"): chart_png(numbers)})
+    json_path, png = chart_paths(out)
+    return replace_together({json_path: json_text(numbers).encode("utf-8"), png: chart_png(numbers)})
 
 
 def _arm_colours(numbers: dict) -> dict[str, tuple]:

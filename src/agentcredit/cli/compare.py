@@ -32,9 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentcredit.analysis.comparison import VerdictSettings, export_runs, learning_curves_png, markdown_report, read_runs
+from agentcredit.analysis.comparison import (VerdictSettings, export_runs, learning_curves_png, markdown_report, read_runs,
+                                            reference_of)
 from agentcredit.analysis.comparison_base import read_base_policy, unmatched_base_policy
-from agentcredit.analysis.comparison_runs import first_of_each, unmatched_questions
+from agentcredit.analysis.comparison_runs import comparable_runs, first_of_each
 from agentcredit.records import check_output_path, replace_together
 
 
@@ -152,11 +153,15 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
     leave_out(repeats)
     for line in same_jobs:
         print(shown(f"[compare] {line}"))
-    runs, unmatched = unmatched_questions(runs)
+    read_arms = {run.arm for run in runs}
+    runs, unmatched = comparable_runs(runs)
     leave_out(unmatched)
     if not runs:
         raise SystemExit(f"compare: no finished run to compare ({len(warnings)} left out, listed above)")
     arms = sorted({run.arm for run in runs})
+    if settings.reference == "auto" and reference_of(arms, "auto") != reference_of(read_arms, "auto"):
+        leave_out([f"--reference auto: every {reference_of(read_arms, 'auto')} run was left out (above), so the "
+                   f"verdicts are against {reference_of(arms, 'auto')}; name --reference to choose"])
     if settings.reference != "auto" and settings.reference not in arms:  # before anything is written
         raise SystemExit(shown(f"compare: --reference {settings.reference}: no run of that arm; the runs' arms are "
                                f"{', '.join(arms)}"))
