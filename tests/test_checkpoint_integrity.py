@@ -93,6 +93,38 @@ def test_a_damaged_checkpoint_is_one_line_naming_the_file(run_dir, tmp_path, cas
     assert __import__("re").search(message, text), text
 
 
+def test_a_damaged_checkpoint_names_the_checkpoints_beside_it_and_cuts_no_sentence(run_dir, tmp_path):
+    """The hint pointed at checkpoints/step<N>.ckpt whether or not one existed, after torch's text cut at 160
+    characters mid-word ("...there is a high)")."""
+    import os
+    import shutil
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    half = run_dir / "checkpoints" / "last.ckpt"
+    (folder / "last.ckpt").write_bytes(half.read_bytes()[: half.stat().st_size // 2])
+    with pytest.raises(CheckpointError) as alone:
+        read_checkpoint(folder / "last.ckpt")
+    assert str(alone.value).endswith("; no other checkpoint lies beside it"), alone.value
+    assert "there is a high)" not in str(alone.value)
+    for step, age in (("step1.ckpt", 100), ("step2.ckpt", 50)):
+        shutil.copy(run_dir / "checkpoints" / "step1.ckpt", folder / step)
+        os.utime(folder / step, (1e9 - age, 1e9 - age))
+    with pytest.raises(CheckpointError) as beside:
+        read_checkpoint(folder / "last.ckpt")
+    assert str(beside.value).endswith("; other checkpoints beside it, newest first: step2.ckpt, step1.ckpt (give one "
+                                      "as ckpt_path=)"), beside.value
+
+
+def test_the_first_sentence_of_an_error_is_cut_where_it_ends():
+    from agentcredit.common.checkpoint_file import _first_sentence
+
+    assert _first_sentence("\nPytorchStreamReader failed. If you are seeing this error, there is a high chance") == \
+        "PytorchStreamReader failed."
+    assert _first_sentence("x" * 200) == "x" * 159 + "…"
+    assert _first_sentence("short one") == "short one"
+
+
 # `python train.py` at the tiny sizes of the run being resumed (its command line, as a user types it).
 RESUME_CLI = ["model.warm_start=false", "model.hidden_size=64", "model.num_layers=2", "model.num_heads=2",
               "model.num_kv_heads=2", "model.intermediate_size=128", "model.vocab_size=800", "rollout.group_size=2",

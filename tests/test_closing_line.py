@@ -11,6 +11,8 @@ from agentcredit.run.train import why_no_validation
     ({"n_val": 64}, {"limit_val_batches": 0, "val_check_interval": 10, "max_steps": 30}, "trainer.limit_val_batches=0"),
     ({"n_val": 64}, {"limit_val_batches": 8, "val_check_interval": 40, "max_steps": 30},
      "trainer.val_check_interval > trainer.max_steps"),
+    ({"n_val": 64}, {"limit_val_batches": 8, "val_check_interval": None, "max_steps": 30},
+     "trainer.val_check_interval=null"),
 ])
 def test_the_reason_is_the_setting_that_stopped_validation(data, trainer, why):
     assert why_no_validation(OmegaConf.create({"data": data, "trainer": trainer})) == why

@@ -18,7 +18,9 @@ BAD = {
     "env.retriever=foo": r"env\.retriever must be one of \['dense', 'bm25'\], got 'foo'",
     "data.prompts_per_step=0": r"data\.prompts_per_step must be an integer >= 1, got 0",
     "env.max_topn=0": r"env\.max_topn must be an integer >= 1, got 0",
-    "seed=abc": r"seed must be an integer, got 'abc'",
+    "seed=abc": r"seed must be an integer from 0 to 4294967295, got 'abc'",
+    "seed=-1": r"seed must be an integer from 0 to 4294967295, got -1",  # numpy's range, which seed_everything sets
+    "seed=4294967296": r"seed must be an integer from 0 to 4294967295, got 4294967296",
     "threads=0": r"threads must be auto or an integer >= 1, got 0",
     "threads=many": r"threads must be auto or an integer >= 1, got 'many'",
     "data.test_batches_per_call=0": r"data\.test_batches_per_call must be an integer >= 1, got 0",

@@ -121,6 +121,26 @@ def test_a_damaged_overrides_yaml_of_the_run_is_one_config_error(tmp_path, text)
         training_overrides(str(tmp_path / "run" / "checkpoints" / "last.ckpt"))
 
 
+@pytest.mark.parametrize("line", ["- nosuch.key=3", "- credit=nosuch", "- env.max_topn=[1"])
+def test_a_recorded_override_that_no_longer_composes_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch, line):
+    """A key renamed since the run was Hydra's multi-line error, which blamed the command line and suggested
+    `+nosuch.key=3`."""
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was built"))
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(f"- seed=1\n{line}\n")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"not read")
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_cli(*TINY, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", f"hydra.run.dir={tmp_path}/eval")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(
+        f"config error: the run's recorded overrides ({run / '.hydra' / 'overrides.yaml'}) do not compose with this "
+        "version's configs: "), err
+    assert err.endswith("; pass the run's settings on the command line instead")
+
+
 @pytest.mark.parametrize("value, message", [
     ("{folder}", "config error: ckpt_path='{folder}' is not a file; give a checkpoint such as "
                  "outputs/runs/<run>/checkpoints/last.ckpt"),

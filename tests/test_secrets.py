@@ -32,6 +32,9 @@ SECRET = "sk-issue20-never-write-me"
     ("gcp.credentials", True), ("auth", True), ("refresh_token", True), ("Cookie", True), ("passphrase", True),
     ("rollout.vllm.kv_cache_gib", False), ("rollout.max_context_tokens", False), ("key_dim", False),
     ("pad_token_id", False), ("author", False), ("sort_keys", False), ("tokenizer_name", False),
+    # whole words only: a password's short spellings and a session id, not words they end
+    ("x.pwd", True), ("db.pass", True), ("smtp_pw", True), ("x.session", True), ("session_id", True),
+    ("sessionId", True), ("bypass", False), ("compass_heading", False), ("session_name", False), ("num_passes", False),
 ])
 def test_which_keys_are_secret(key, secret):
     assert is_secret_key(key) is secret

@@ -96,8 +96,11 @@ def need_file(value: Any, key: str, what: str, suffixes: tuple[str, ...] = ()) -
 
 # ---------------------------------------------------------------- groups
 
+MAX_SEED = 2**32 - 1  # numpy's seeds, which Lightning's seed_everything sets with torch's and Python's
+
+
 def check_seed(seed: Any) -> None:
-    need(_is_int(seed), "seed", "an integer", seed)
+    need(_is_int(seed) and 0 <= seed <= MAX_SEED, "seed", f"an integer from 0 to {MAX_SEED}", seed)
 
 
 def check_threads(threads: Any) -> None:

@@ -90,6 +90,30 @@ def non_finite_entries(checkpoint: dict, limit: int = 3) -> list[str]:
     return found
 
 
+def other_checkpoints(path: str | Path) -> str:
+    """Where else to continue from than the damaged `path`: the .ckpt files beside it, the newest first (give one
+    as ckpt_path=, with resume=true to continue the run in its folder), or that there is none."""
+    path = Path(path)
+    try:
+        others = sorted((p for p in path.parent.glob("*.ckpt") if p.name != path.name and p.is_file()),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        others = []
+    if not others:
+        return "no other checkpoint lies beside it"
+    named = ", ".join(p.name for p in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return f"other checkpoints beside it, newest first: {named} (give one as ckpt_path=)"
+
+
+def _first_sentence(text: str, limit: int = 160) -> str:
+    """The first line of an error's text, cut at its first sentence's end, or at `limit` characters with an ellipsis."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    end = line.find(". ")
+    if 0 < end < limit:
+        return line[: end + 1]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def verify_checkpoint(checkpoint: Any, path: str | Path) -> dict:
     """`checkpoint` as loaded from `path`, or a CheckpointError saying why it cannot be used."""
     if not isinstance(checkpoint, dict):
@@ -99,11 +123,11 @@ def verify_checkpoint(checkpoint: Any, path: str | Path) -> dict:
         log.warning(f"{path} carries no integrity digest (written before digests existed); loading it unchecked")
     elif not isinstance(integrity, dict) or integrity.get("sha256") != checkpoint_digest(checkpoint):
         raise CheckpointError(f"{path} is corrupted: its content no longer matches the digest written with it; "
-                              "resume from another checkpoint (checkpoints/step<N>.ckpt)")
+                              f"{other_checkpoints(path)}")
     bad = non_finite_entries(checkpoint)
     if bad:
-        raise CheckpointError(f"{path} holds non-finite values (NaN or inf) in {', '.join(bad)}; resume from an "
-                              "earlier checkpoint")
+        raise CheckpointError(f"{path} holds non-finite values (NaN or inf) in {', '.join(bad)}; "
+                              f"{other_checkpoints(path)}")
     return checkpoint
 
 
@@ -157,13 +181,12 @@ def read_checkpoint(path: str | Path, weights_only: bool | None = None) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist; give the path of a .ckpt file")
     if path.stat().st_size == 0:
-        raise CheckpointError(f"{path} is empty (0 bytes): an interrupted copy or write; use another checkpoint")
+        raise CheckpointError(f"{path} is empty (0 bytes): an interrupted copy or write; {other_checkpoints(path)}")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=weights_only)
     except Exception as err:  # noqa: BLE001 -- torch.load raises many types for damaged files; all mean the same
-        first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")[:160]
-        raise CheckpointError(f"{path} cannot be read: truncated or corrupted ({type(err).__name__}: {first}); "
-                              "use another checkpoint") from None
+        raise CheckpointError(f"{path} cannot be read: truncated or corrupted ({type(err).__name__}: "
+                              f"{_first_sentence(str(err))}); {other_checkpoints(path)}") from None
     return verify_checkpoint(checkpoint, path)
 
 

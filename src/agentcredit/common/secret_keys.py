@@ -16,7 +16,8 @@ A secret is recognised two ways:
 - By name (`is_secret_key`): each dotted part is split into words (camelCase, kebab-, snake_ and
   dotted spellings alike: `openaiApiKey`, `api-key`, `aws.access_key`, `Authorization`), and a key is
   secret when a word is a token, secret, password/passwd/passphrase, credential, cookie or auth word,
-  or a `key` that an `api`/`access`/`secret`/`private`/... word qualifies. Counts are not secrets:
+  a whole `pwd`/`pw`/`pass`/`passcode`, a `session` (id), or a `key` that an `api`/`access`/`secret`/`private`/...
+  word qualifies. Counts are not secrets:
   `max_turn_tokens` (plural), `pad_token_id` (a token *id*), `key_dim` (a bare `key`).
 - By value (`secret_value_kind`), under any key: known prefixes (`sk-`, `Bearer `, `ghp_`, `hf_`,
   `AKIA`, `xoxb-`, JWTs, private-key blocks, passwords in URLs) and long random-looking strings
@@ -48,6 +49,8 @@ ENV_VARS = {"judge.api_key": "AGENTCREDIT_JUDGE_API_KEY"}
 # Words that make a key secret wherever they stand; also as the end of a glued word (`hftoken`, `clientsecret`).
 _SECRET_WORD = re.compile(r"(token|secrets?|passwords?|passwd|passphrase|credentials?|creds|cookies?|"
                           r"apikeys?|accesskeys?|secretkeys?|privatekeys?)$")
+# Words that make a key secret only as a whole word: glued, they end ordinary words (`bypass`, `compass`).
+_SECRET_WHOLE_WORDS = {"pwd", "pw", "pass", "passcode", "sessionid", "sid"}
 # auth, oauth, authorization, authentication, also glued (`basicauth`), but not author or authority.
 _AUTH_WORD = re.compile(r"auth(z|n|orization|orisation|entication|header|key|keys|token)?s?$")
 # A `key` is secret when one of these qualifies it (`api_key`, `aws.access_key`, `openaiApiKey`).
@@ -82,6 +85,8 @@ def is_secret_key(key: str) -> bool:
         elif word in ("key", "keys"):
             if before in _KEY_QUALIFIERS:
                 return True
+        elif word in _SECRET_WHOLE_WORDS or (word == "session" and after in ("", "id", "cookie", "secret")):
+            return True
         elif _AUTH_WORD.search(word) or (_SECRET_WORD.search(word) and not word.endswith("tokens")):
             return True
     return False

@@ -61,6 +61,26 @@ def training_overrides(ckpt_path: str | None) -> list[str]:
     return [o for o in overrides if not o.startswith(("ckpt_path=", "resume=", "hydra."))]
 
 
+def _composed_with_recorded(recorded: list[str], command_overrides: Sequence[str], ckpt_path: str) -> DictConfig:
+    """conf/eval.yaml with the run's recorded overrides, then the command's. A recorded override that no longer
+    composes (a key renamed or removed since the run, a damaged line) is one ConfigError line naming the file:
+    Hydra's own message would blame the command line and suggest a `+` that adds the stale key."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose_config(merge_overrides(recorded, command_overrides), config_name="eval")
+    except (HydraException, OmegaConfBaseException) as err:
+        try:
+            compose_config(list(command_overrides), config_name="eval")
+        except (HydraException, OmegaConfBaseException):
+            raise err from None  # the command's own override: Hydra's message is the right one
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        where = Path(ckpt_path).resolve().parents[1] / ".hydra" / "overrides.yaml"
+        raise ConfigError(f"the run's recorded overrides ({where}) do not compose with this version's configs: "
+                          f"{first_line[:300]}; pass the run's settings on the command line instead") from None
+
+
 def merge_overrides(first: Sequence[str], then: Sequence[str]) -> list[str]:
     """`first` then `then`, a key given in both keeping its value from `then`."""
     key = lambda override: override.lstrip("+~").split("=", 1)[0]  # noqa: E731
@@ -101,7 +121,7 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
         raise ConfigError(str(err)) from None
     recorded = training_overrides(cfg.get("ckpt_path"))
     if recorded:
-        cfg = compose_config(merge_overrides(recorded, command_overrides), config_name="eval")
+        cfg = _composed_with_recorded(recorded, command_overrides, cfg.get("ckpt_path"))
     check_evaluation_settings(cfg)
     return prepare_config(cfg)
 

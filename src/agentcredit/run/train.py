@@ -201,6 +201,8 @@ def why_no_validation(cfg: DictConfig) -> str:
         return "data.n_val=0"
     if cfg.trainer.get("limit_val_batches") in (0, 0.0):
         return "trainer.limit_val_batches=0"
+    if cfg.trainer.get("val_check_interval") is None:
+        return "trainer.val_check_interval=null"
     return "trainer.val_check_interval > trainer.max_steps"
 
 
