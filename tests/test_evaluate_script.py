@@ -154,3 +154,28 @@ def test_a_ckpt_path_that_is_no_file_is_one_line_before_its_folder_is_read(tmp_p
         evaluate_cli(*TINY, f"ckpt_path={value.format(folder=tmp_path)}", f"hydra.run.dir={tmp_path}/run")
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == message.format(folder=tmp_path)
+
+
+def test_more_questions_than_the_split_holds_says_so(caplog):
+    """`n=100000` evaluated the split's 297 with no word but the result line's n."""
+    import logging
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from agentcredit.run.evaluate import evaluation_questions
+
+    datamodule = SimpleNamespace(split_questions=lambda split: [f"{split}{i}" for i in range(5)])
+    cfg = OmegaConf.create({"n": 100_000, "split": "val", "data": {"n_test": 3, "n_val": 2}})
+    with caplog.at_level(logging.WARNING, logger="agentcredit.run.evaluate"):
+        assert evaluation_questions(datamodule, cfg) == [f"val{i}" for i in range(5)]
+        assert [r.getMessage() for r in caplog.records] == [
+            "n=100000 asks for more questions than the val split's 5: all 5 are evaluated"]
+        caplog.clear()
+        assert evaluation_questions(datamodule, OmegaConf.merge(cfg, {"n": None, "data": {"n_val": 9}})) == \
+            [f"val{i}" for i in range(5)]
+        assert [r.getMessage() for r in caplog.records] == [
+            "data.n_val=9 asks for more questions than the val split's 5: all 5 are evaluated"]
+        caplog.clear()
+        assert evaluation_questions(datamodule, OmegaConf.merge(cfg, {"n": 2})) == ["val0", "val1"]
+        assert not caplog.records

@@ -139,6 +139,10 @@ def run(cfg: DictConfig) -> float:
         return train_in(cfg, run_dir)
 
 
+UNBOUNDED_RUN = ("trainer.max_steps=-1: training has no last step and no held-out test; stop it with Ctrl-C or "
+                 "SIGTERM (last.ckpt is written first) and continue it with resume=true")
+
+
 def train_in(cfg: DictConfig, run_dir: Path) -> float:
     """`run` in a folder this process holds; a SIGTERM ends it with `Preempted` (agentcredit/run/preemption.py)."""
     # The held-out test after training; its test_summary.json is what marks a run finished.
@@ -153,6 +157,8 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
 
         check_resumed_config(run_dir, config_for_records(cfg))
     cfg = with_checkpoint(cfg, plan.ckpt_path)
+    if cfg.trainer.get("max_steps") == -1:
+        print(f"[agentcredit] {UNBOUNDED_RUN}", flush=True)
     import lightning as L
 
     from agentcredit.run.compose import build_components, build_module, build_trainer, split_run_config
