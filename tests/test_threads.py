@@ -76,3 +76,25 @@ def test_plus_threads_on_the_command_line_runs(tmp_path, threads_at_model_load):
     with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         hydra_cli("+threads=2", "trainer.max_steps=2", f"hydra.run.dir={tmp_path}/run")
     assert threads_at_model_load == [2]
+
+
+def test_more_threads_than_usable_cores_is_a_warning_at_the_start(tmp_path, monkeypatch, capsys):
+    """threads=1000 was taken silently: on 2 cores each operation then waits on threads sharing a core."""
+    from agentcredit.run import train as train_module
+    from tiny_runs import TINY
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr("agentcredit.run.compose.build_components", stop)
+    monkeypatch.setattr(train_module, "usable_cores", lambda: 2)
+    try:
+        with pytest.raises((Stop, SystemExit)):
+            hydra_cli(*TINY, "threads=3", f"hydra.run.dir={tmp_path / 'run'}")
+    finally:
+        torch.set_num_threads(1)
+    assert ("[agentcredit] warning: threads=3 is more than the 2 cores this process may use: threads that share a "
+            "core wait on each other at every operation") in capsys.readouterr().err.splitlines()

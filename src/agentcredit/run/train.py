@@ -130,6 +130,14 @@ def job_threads(threads: int | str, model_kind: str | None, hidden_size: int | N
     return 1 if model_kind == "tiny" and testbed_sized else None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 def run(cfg: DictConfig) -> float:
     """Train and return the final validation accuracy (the metric a sweep optimises)."""
     load_env_file()
@@ -166,6 +174,9 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
 
     threads = job_threads(cfg.get("threads", "auto"), cfg.model.get("kind"), cfg.model.get("hidden_size"))
     if threads is not None:
+        if threads > (cores := usable_cores()):
+            print(f"[agentcredit] warning: threads={threads} is more than the {cores} cores this process may use: "
+                  "threads that share a core wait on each other at every operation", file=sys.stderr, flush=True)
         torch.set_num_threads(threads)
     failed = True
     test_metrics: dict = {}
