@@ -281,6 +281,16 @@ def test_a_seed_in_two_folders_counts_once_and_the_later_is_named(tmp_path, caps
     assert "| grpo | 1 | 50.0 |" in (first / "compare.md").read_text() and "1 runs (1 left out)" in out
 
 
+def test_a_folder_named_twice_is_read_once(tmp_path, capsys):
+    """Read twice, each run was left out as a second run of itself, naming one path both ways."""
+    first = tmp_path / "first"
+    _write_run(first, "a_good")
+    assert compare_main()([str(first), str(tmp_path / "." / "first"), "--bootstrap", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert err == f"[compare] {tmp_path / 'first'} is named twice; read once\n"
+    assert "| grpo | 1 | 50.0 |" in (first / "compare.md").read_text() and "Left out" not in (first / "compare.md").read_text()
+
+
 def test_refreshing_an_export_from_its_sweep_reads_each_job_once_and_leaves_none_out(tmp_path, capsys):
     sweep, export = tmp_path / "sweep", tmp_path / "export"
     _write_run(sweep, "a_good")

@@ -139,10 +139,14 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
             print(f"[compare] warning: {line}", file=sys.stderr)
             warnings.append(line)
 
-    found = []
+    found, named = [], set()
     for folder in args.folders:
         if not folder.is_dir():
             parser.error(shown(f"{folder} is not a folder; give a multirun folder or an exported docs/results/<name>/"))
+        if folder.resolve() in named:  # its runs would each be left out as a second run of themselves
+            print(shown(f"[compare] {folder} is named twice; read once"), file=sys.stderr)
+            continue
+        named.add(folder.resolve())
         try:
             runs, left_out = read_runs(folder)
         except FileNotFoundError as err:
