@@ -20,18 +20,12 @@ def test_the_reason_is_the_setting_that_stopped_validation(data, trainer, why):
 
 def test_a_run_without_a_last_step_says_so_when_it_starts(tmp_path, monkeypatch, capsys):
     """trainer.max_steps=-1 trains until stopped: nothing said so, and no held-out test would ever run."""
-    from tiny_runs import TINY, hydra_cli
+    from tiny_runs import TINY, hydra_cli, stop_before_the_model
 
     from agentcredit.run.train import UNBOUNDED_RUN
 
-    class Stop(Exception):
-        pass
-
-    def stop(*args, **kwargs):
-        raise Stop
-
-    monkeypatch.setattr("agentcredit.run.compose.build_components", stop)
-    with pytest.raises((Stop, SystemExit)):
+    stopped = stop_before_the_model(monkeypatch)
+    with pytest.raises((stopped, SystemExit)):
         hydra_cli(*[o for o in TINY if not o.startswith("trainer.max_steps")], "trainer.max_steps=-1",
                   f"hydra.run.dir={tmp_path / 'run'}")
     assert f"[agentcredit] {UNBOUNDED_RUN}" in capsys.readouterr().out.splitlines()

@@ -81,18 +81,12 @@ def test_plus_threads_on_the_command_line_runs(tmp_path, threads_at_model_load):
 def test_more_threads_than_usable_cores_is_a_warning_at_the_start(tmp_path, monkeypatch, capsys):
     """threads=1000 was taken silently: on 2 cores each operation then waits on threads sharing a core."""
     from agentcredit.run import train as train_module
-    from tiny_runs import TINY
+    from tiny_runs import TINY, stop_before_the_model
 
-    class Stop(Exception):
-        pass
-
-    def stop(*args, **kwargs):
-        raise Stop
-
-    monkeypatch.setattr("agentcredit.run.compose.build_components", stop)
+    stopped = stop_before_the_model(monkeypatch)
     monkeypatch.setattr(train_module, "usable_cores", lambda: 2)
     try:
-        with pytest.raises((Stop, SystemExit)):
+        with pytest.raises((stopped, SystemExit)):
             hydra_cli(*TINY, "threads=3", f"hydra.run.dir={tmp_path / 'run'}")
     finally:
         torch.set_num_threads(1)

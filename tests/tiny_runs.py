@@ -108,3 +108,16 @@ def logged(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if v != "" and not k.startswith("time/")} for r in read_metrics(run_dir)]
 
 
+
+
+class StoppedBeforeTheModel(Exception):
+    """Raised where a run would build its model: the run's start, without the cost of a model."""
+
+
+def stop_before_the_model(monkeypatch) -> type[Exception]:
+    """Make every run stop with StoppedBeforeTheModel where it would build its components (model, data, env)."""
+    def stop(*args, **kwargs):
+        raise StoppedBeforeTheModel
+
+    monkeypatch.setattr("agentcredit.run.compose.build_components", stop)
+    return StoppedBeforeTheModel
