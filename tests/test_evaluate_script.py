@@ -167,7 +167,7 @@ def test_more_questions_than_the_split_holds_says_so(caplog):
 
     datamodule = SimpleNamespace(split_questions=lambda split: [f"{split}{i}" for i in range(5)])
     cfg = OmegaConf.create({"n": 100_000, "split": "val", "data": {"n_test": 3, "n_val": 2}})
-    with caplog.at_level(logging.WARNING, logger="agentcredit.run.evaluate"):
+    with caplog.at_level(logging.WARNING, logger="agentcredit.lit.datamodule"):
         assert evaluation_questions(datamodule, cfg) == [f"val{i}" for i in range(5)]
         assert [r.getMessage() for r in caplog.records] == [
             "n=100000 asks for more questions than the val split's 5: all 5 are evaluated"]

@@ -40,8 +40,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-
-
 def need(ok: bool, key: str, accepts: str, value: Any) -> None:
     if not ok:
         raise ValueProblem(f"{key} must be {accepts}, got {value!r}")

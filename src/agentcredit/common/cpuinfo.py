@@ -1,7 +1,9 @@
-"""Lines of /proc/cpuinfo by their label: the processor's model name, its instruction-set flags."""
+"""Lines of /proc/cpuinfo by their label: the processor's model name, its instruction-set flags; the cores a process
+may use."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 CPUINFO = "/proc/cpuinfo"
@@ -21,3 +23,11 @@ def cpuinfo_value(labels: tuple[str, ...], cpuinfo: str | Path = CPUINFO) -> str
 def cpu_flags(cpuinfo: str | Path = CPUINFO) -> set[str]:
     """The instruction-set extensions the processor reports (empty where the file is missing)."""
     return set((cpuinfo_value(("flags", "Features"), cpuinfo) or "").split())
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1

@@ -45,6 +45,16 @@ def _rank_and_world_size() -> tuple[int, int]:
     return 0, 1
 
 
+
+def first_questions(questions: Sequence, n: int | None, split: str, asked_by: str, what: str) -> Sequence:
+    """The first n questions of a split (n None: all); a larger n than the split holds reads all of it, and says so
+    under the setting that asked (`asked_by`), since the count a report labels its accuracy with is the count
+    that ran. `what`: what happens to them ("used", "evaluated")."""
+    if n is not None and n > len(questions):
+        log.warning(f"{asked_by}={n} asks for more questions than the {split} split's {len(questions)}: "
+                    f"all {len(questions)} are {what}")
+    return questions[:n]
+
 class QuestionBatch(list):
     """A list of questions that remembers where in the train stream it ends (for resuming)."""
 
@@ -196,13 +206,7 @@ class QuestionDataModule(L.LightningDataModule):
         return DataLoader(batches, batch_size=self.test_batches_per_call, collate_fn=list)
 
     def _first(self, split: str, n: int) -> tuple:
-        """The first n questions of a split; a larger n than the split holds reads all of it, and says so (the
-        count a report labels its accuracy with is the count that ran)."""
-        questions = self.splits[split]
-        if n is not None and n > len(questions):
-            log.warning(f"data.n_{split}={n} asks for more questions than the {split} split's {len(questions)}: "
-                        f"all {len(questions)} are used")
-        return questions[:n]
+        return first_questions(self.splits[split], n, split, f"data.n_{split}", "used")
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         # Lightning fetches one batch ahead; the batch reaching this hook is the one being trained

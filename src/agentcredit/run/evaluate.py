@@ -16,7 +16,6 @@ eval_seed, batch_size, oracle_queries) are declared in conf/eval.yaml.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -37,8 +36,6 @@ from agentcredit.checks.validation import prepare_config
 from agentcredit.world.types import Question
 
 SPLITS = ("train", "val", "test")
-
-log = logging.getLogger(__name__)
 
 
 # ----- the config of an evaluation ----------------------------------------------------------------
@@ -201,13 +198,11 @@ class Evaluation:
 
 def evaluation_questions(datamodule, cfg: DictConfig) -> list[Question]:
     """The first `n` questions of the split; `n: null` takes as many as training's own evaluation does."""
+    from agentcredit.lit.datamodule import first_questions  # (Lightning: imported once a model is built, not before)
+
     n = cfg.n if cfg.n is not None else {"test": cfg.data.n_test, "val": cfg.data.n_val}.get(cfg.split)
-    questions = list(datamodule.split_questions(cfg.split))
-    if n is not None and n > len(questions):  # the result line's n is the count that ran; this says why it is lower
-        name = "n" if cfg.n is not None else f"data.n_{cfg.split}"
-        log.warning(f"{name}={n} asks for more questions than the {cfg.split} split's {len(questions)}: all "
-                    f"{len(questions)} are evaluated")
-    return questions[:n]
+    asked_by = "n" if cfg.n is not None else f"data.n_{cfg.split}"
+    return first_questions(list(datamodule.split_questions(cfg.split)), n, cfg.split, asked_by, "evaluated")
 
 
 def evaluate_policy(cfg: DictConfig, components) -> Evaluation:

@@ -30,6 +30,7 @@ import torch
 from omegaconf import DictConfig
 
 from agentcredit.common.configs import ConfigError, plain, run_dir_path
+from agentcredit.common.cpuinfo import usable_cores
 from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
 from agentcredit.lit.run_lock import FolderInUse, hold_run_folder, launching_rank
 from agentcredit.run import preemption, sweep
@@ -128,14 +129,6 @@ def job_threads(threads: int | str, model_kind: str | None, hidden_size: int | N
         return int(threads)
     testbed_sized = hidden_size is None or int(hidden_size) <= TESTBED_MAX_HIDDEN
     return 1 if model_kind == "tiny" and testbed_sized else None
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system tells it, else every core)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def run(cfg: DictConfig) -> float:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from agentcredit.common.cpuinfo import usable_cores
+
 # vLLM's --dtype choices.
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 # Arguments the engine passes to vllm.LLM itself (vllm_engine.VLLMEngine); `extra` must not repeat them.
@@ -60,8 +62,7 @@ def available_devices() -> tuple[int, str]:
 
     if torch.cuda.is_available():
         return torch.cuda.device_count(), "CUDA device(s)"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores, "CPU core(s)"
+    return usable_cores(), "CPU core(s)"
 
 
 @functools.lru_cache(maxsize=1)
