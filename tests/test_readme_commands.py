@@ -314,7 +314,7 @@ COMMANDS = {
     "python scripts/fidelity_vs_gain.py": ("test", "tests/test_fidelity_vs_gain.py::test_the_committed_chart_regenerates_byte_for_byte"),
     "python scripts/fidelity_vs_gain.py --comparison docs/results/compare_long_tuned --reference budget_grpo_tuned "
     "--out docs/results/fidelity_vs_gain_tuned": (
-        "test", "tests/test_fidelity_vs_gain.py::test_the_tuned_comparison_draws_against_budget_matched_grpo_with_a_panel_per_hop_count"),
+        "test", "tests/test_fidelity_vs_gain.py::test_the_tuned_comparisons_chart_regenerates_byte_for_byte_against_budget_matched_grpo"),
     # Tuning, the pilot that sets the tuned comparison's length
     "python train.py -m experiment=pilot_long arm=<best>_tuned,grpo_tuned": (
         "test", "tests/test_pilot.py::test_the_pilot_experiment_writes_the_curve_the_script_reads"),
