@@ -237,14 +237,7 @@ def _a_seed_twice(sweep):
     return f"{sweep / 'b'} left out: grpo seed 0 a second time in the same folder; {sweep / 'a_good'} counts"
 
 
-def _a_validation_missing(sweep):
-    _write_val_outcomes(_write_run(sweep, "b", metrics=VAL_ROWS, summary='{"test/accuracy": 0.4, "arm": "trace", '
-                                   '"seed": 0}'), 2)
-    return "b left out: val_outcomes holds the outcomes of 1 validation where metrics.csv logged 2; missing step000004.jsonl"
-
-
-IN_PART = {"no metrics.csv": _no_metrics, "no arm or seed": _no_arm_or_seed, "a seed twice": _a_seed_twice,
-           "a validation's file missing": _a_validation_missing}
+IN_PART = {"no metrics.csv": _no_metrics, "no arm or seed": _no_arm_or_seed, "a seed twice": _a_seed_twice}
 
 
 @pytest.mark.parametrize("case", IN_PART)
@@ -259,6 +252,35 @@ def test_a_run_there_in_part_or_twice_is_named_under_the_report(tmp_path, capsys
     report = (sweep / "compare.md").read_text()
     assert "| grpo | 1 | 50.0 |" in report and warning in report.split("Left out of this comparison")[1]
     assert out.rstrip().endswith(f"1 runs (1 left out); wrote {sweep / 'compare.md'} and {sweep / 'learning_curves.png'}")
+
+
+def _a_validation_missing(run):
+    (run / "val_outcomes" / "step000004.jsonl").unlink()
+    return "val_outcomes holds the outcomes of 1 validation where metrics.csv logged 2; missing step000004.jsonl"
+
+
+def _a_validation_damaged(run):
+    (run / "val_outcomes" / "step000004.jsonl").write_text('{"id": "v1", "succ')
+    return "step000004.jsonl"
+
+
+@pytest.mark.parametrize("damage", [_a_validation_missing, _a_validation_damaged])
+def test_a_run_whose_validations_are_missing_or_damaged_keeps_its_test_result_and_loses_its_curve(
+        tmp_path, capsys, damage):
+    """Before, the whole run was left out: one damaged validation file cost the arm a seed of its test verdicts."""
+    sweep = tmp_path / "sweep"
+    _write_run(sweep, "a_good")
+    for seed in (0, 1):
+        _write_val_outcomes(_write_run(sweep, f"trace{seed}", metrics=VAL_ROWS, summary='{"test/accuracy": 0.4, '
+                                       f'"arm": "trace", "seed": {seed}}}'), 2, 4)
+    why = damage(sweep / "trace1")
+    assert compare_main()([str(sweep), "--bootstrap", "200"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{sweep / 'trace1'}: held-out learning curve left out (" in err
+    assert why in err and err.rstrip().endswith("; its test result counts")
+    report = (sweep / "compare.md").read_text()
+    assert "| trace | 2 | 40.0 ± 0.0 |" in report  # both seeds in the test table
+    assert "| trace (1 of 2 seeds) | 100.0 | 100.0 |" in report  # the curve: seed 0's validations alone
 
 
 def test_a_run_with_every_validation_file_is_kept(tmp_path, capsys):

@@ -26,6 +26,12 @@ def run_curve(run: Run, span: int = SPAN) -> Curve | None:
     return curve(f"{run.arm}_seed{run.seed}", validations(run.val_outcomes), span)
 
 
+def _curve_label(arm: str, curves: int, runs: int) -> str:
+    """The arm's name, and how many of its runs its curve averages where that is fewer than all (a run whose
+    validation outcomes were set aside, or an older run that kept none)."""
+    return arm if curves == runs else f"{arm} ({curves} of {runs} seeds)"
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
@@ -45,7 +51,7 @@ def curve_lines(arms: dict[str, list[Run]], span: int = SPAN) -> list[str]:
         for step in steps:
             values = [v.accuracy for c in cs for v in c.validations if v.step == step]
             cells.append(_pct(sum(values) / len(values)) if values else "–")
-        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_curve_label(arm, len(cs), len(arms[arm]))} | " + " | ".join(cells) + " |")
     lines += ["", f"Did the runs stop rising? The last window of {span} steps per run, by the pilot's rule (rising: a "
               "gain of at least the binomial standard error √(p(1−p)/n)):", "",
               "| arm | last window | gain, points (mean over seeds, 95% t) | runs flat at the end | flat from, per seed |",

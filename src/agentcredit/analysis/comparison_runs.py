@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -60,6 +60,8 @@ class Run:
     outcomes: list[OutcomeRecord] | None = None  # one per test question; None: the run kept none
     val_outcomes: dict[int, list[OutcomeRecord]] = field(default_factory=dict)  # step -> one per val question
     source: Path | None = None  # the run folder or exported summary it was read from: what a warning names
+    # Why its validation outcomes were set aside (a damaged file): the held-out curve loses the run, the test keeps it.
+    val_outcomes_unread: str | None = None
 
     def series(self, key: str) -> list[tuple[int, float]]:
         return [(s, row[key]) for s, row in sorted(self.steps.items()) if key in row]
@@ -91,6 +93,15 @@ def _read_outcomes(path: Path) -> list[OutcomeRecord] | None:
     return read_outcomes(path) if path.exists() else None
 
 
+def _read_val_outcomes(folder: Path) -> tuple[dict[int, list[OutcomeRecord]], str | None]:
+    """The run's validation outcomes, or none and why: a damaged validation file costs the run its held-out curve,
+    not its test result (which the verdicts read from other files)."""
+    try:
+        return read_val_outcomes(folder), None
+    except RecordError as error:
+        return {}, str(error)
+
+
 def read_run_folder(run: Path) -> Run:
     if not (run / "metrics.csv").is_file():  # found by its test_summary.json
         raise UnreadableRun(f"{run / 'metrics.csv'}: missing (test_summary.json is there: a finished run without "
@@ -101,7 +112,6 @@ def read_run_folder(run: Path) -> Run:
         summary_path = run / "test_summary.json"
         summary = read_json_record(summary_path, RunSummary) if summary_path.exists() else RunSummary()
         outcomes = _read_outcomes(run / TEST_OUTCOMES)
-        val_outcomes = read_val_outcomes(run / VAL_OUTCOMES)
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
     test = summary.test()
@@ -122,8 +132,9 @@ def read_run_folder(run: Path) -> Run:
         safe_name(arm, "arm")  # it names the run's exported files
     except ValueError as error:
         raise UnreadableRun(f"{run / 'resolved_config.yaml'}: {error}") from None
+    val_outcomes, unread = _read_val_outcomes(run / VAL_OUTCOMES)
     return Run(run.name, arm, 0 if seed is None else seed, test, {s: r for s, r in steps.items() if r}, outcomes,
-               val_outcomes, source=run)
+               val_outcomes, source=run, val_outcomes_unread=unread)
 
 
 def steps_path_of(summary_path: Path) -> Path:
@@ -154,11 +165,11 @@ def read_exported(summary_path: Path) -> Run:
     steps = _read_steps(steps_path)
     try:
         outcomes = _read_outcomes(outcomes_path_of(summary_path))
-        val_outcomes = read_val_outcomes(val_outcomes_folder_of(summary_path))
     except RecordError as error:
         raise UnreadableRun(str(error)) from None
+    val_outcomes, unread = _read_val_outcomes(val_outcomes_folder_of(summary_path))
     return Run(summary.name, summary.arm, summary.seed, dict(summary.test), steps, outcomes, val_outcomes,
-               source=summary_path)
+               source=summary_path, val_outcomes_unread=unread)
 
 
 def cut_short(run: Run, log: str = "metrics.csv") -> str | None:
@@ -200,7 +211,8 @@ def _run_folders(folder: Path) -> list[Path]:
 def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
     """Every finished run under ``folder`` (run folders with metrics.csv, or exported summaries), and one
     line per run left out: a file that cannot be read or is missing, or a run cut short. A comparison must not
-    average a run killed at step 3 with finished ones as if it were one more seed."""
+    average a run killed at step 3 with finished ones as if it were one more seed. A run whose validation
+    outcomes are damaged or incomplete keeps its test result and loses only its held-out curve, with a line."""
     folder = Path(folder)
     exported = sorted(folder.glob("*.summary.json"))
     paths = exported or _run_folders(folder)
@@ -218,10 +230,12 @@ def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
         reason = cut_short(run, log)
         if reason:
             left_out.append(f"{path} left out: cut short, {reason}")
-        elif reason := missing_validations(run, log, val_folder):
-            left_out.append(f"{path} left out: {reason}")
-        else:
-            runs.append(run)
+            continue
+        if reason := run.val_outcomes_unread or missing_validations(run, log, val_folder):
+            # Kept, the partial curve would be a mean over fewer seeds at some steps than at others, with no word.
+            run = replace(run, val_outcomes={}, val_outcomes_unread=reason)
+            left_out.append(f"{path}: held-out learning curve left out ({reason}); its test result counts")
+        runs.append(run)
     return runs, left_out
 
 

@@ -16,7 +16,8 @@ pair as it was. --export must be a new or empty folder, or one of the folders re
 refreshed in place: the files a run written again no longer has are removed; a run left out this time keeps
 its files, with a line); an export stopped half-way removes what it had made. A run with a damaged or missing
 file, a second run of one arm and seed, or a run whose test questions are not the other runs' is left out
-with one line (also listed under the report). The reference is budget-matched GRPO where the runs hold it (budget_grpo, else budget_grpo_tuned), else GRPO
+with one line (also listed under the report); a damaged or missing validation file costs its run only the held-out
+learning curve. The reference is budget-matched GRPO where the runs hold it (budget_grpo, else budget_grpo_tuned), else GRPO
 (grpo, else grpo_tuned) (--reference); the
 statistics (a bootstrap over seeds and, where runs kept test_outcomes.jsonl, questions; Holm; TOST with the
 margin --margin) are agentcredit/analysis/comparison_stats.py's. See agentcredit/analysis/comparison.py for each column.
