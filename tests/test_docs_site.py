@@ -19,7 +19,7 @@ def test_the_site_builds_strict(tmp_path):
                            "-d", str(tmp_path / "site")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     front = (tmp_path / "site" / "index.html").read_text()
-    assert "agentcredit" in front and "learning_curves.png" in front
+    assert "agentcredit" in front and "fidelity_vs_gain_tuned.png" in front  # the front page shows the current chart
     assert (tmp_path / "site" / "api" / "credit" / "index.html").read_text().count('class="doc doc-heading"') > 10
 
 
