@@ -30,6 +30,10 @@ def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):
         assert yaml.safe_load((job / "resolved_config.yaml").read_text())["credit"]["name"] == credit
         assert not (job / "error.txt").exists()
     assert "credit.K" not in yaml.safe_load((jobs[0] / "resolved_config.yaml").read_text())["credit"]  # grpo ignores K
+    # Each job records the setting it trained as its arm, which comparisons group by: K is part of trace's setting
+    # and none of grpo's, so a sweep over K gives one trace arm per value (before, every value recorded "trace").
+    arms = [json.loads((job / "test_summary.json").read_text())["arm"] for job in jobs]
+    assert arms == ["grpo", "trace+credit.K:1"]
     samples = [json.loads(line) for line in (jobs[1] / "credit_samples.jsonl").read_text().splitlines()]
     assert samples and all({"turn_advantages", "deltas", "turn_rewards", "step"} <= set(s) for s in samples)
     assert f"sweep finished, all jobs ran: {sweep}" in stdout
@@ -65,3 +69,19 @@ def test_job_folder_names_can_be_pasted_into_overrides():
     assert len(long) == 120 and long[-18:-16] == ".." and long != job_dirname("model.hidden_size:32+" * 20)
     for name in (short, long):
         assert parser.parse_override(f"ckpt_path=outputs/multirun/0_{name}/checkpoints/last.ckpt").value().endswith("last.ckpt")
+
+
+def test_the_recorded_arm_names_what_changed_the_setting_and_nothing_else():
+    """sweep.recorded_arm by hand: the keys that count, in job-folder form, sorted; paths and secrets never."""
+    from agentcredit.run.sweep import recorded_arm
+
+    def counts(key):
+        return key.startswith("credit.") or key in ("judge", "train.lr")
+
+    overrides = ["credit=trace", "credit.K=3", "train.lr=1e-4", "seed=2", "threads=1", "judge=random",
+                 "+credit.reference_path=/data/ref", "trainer.max_steps=50"]
+    assert recorded_arm("trace", overrides, counts, ("credit.reference_path",)) == \
+        "trace+credit.K:3+judge:random+train.lr:0.0001"
+    assert recorded_arm("grpo_tuned", ["arm=grpo_tuned", "seed=0", "experiment=compare_long_tuned"], counts) == "grpo_tuned"
+    assert recorded_arm("prover", ["credit.api_key=sk-abcdefghijklmnop1234"], counts) == "prover+credit.api_key:redacted"
+    assert recorded_arm("trace", ["~credit.K"], counts) == "trace+credit.K:deleted"
