@@ -66,16 +66,17 @@ def test_report_of_a_real_sweep_exports_and_regenerates(tiny_sweep, tmp_path):
     sweep, _ = tiny_sweep
     runs, left_out = read_runs(sweep)
     assert left_out == []
-    assert sorted(r.arm for r in runs) == ["grpo", "trace"] and all("test/accuracy" in r.test for r in runs)
+    assert sorted(r.arm for r in runs) == ["grpo", "trace+credit.K:1"] and all("test/accuracy" in r.test for r in runs)
     exported = tmp_path / "results"
     result = cli("scripts/compare.py", str(sweep), "--export", str(exported), "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "report" / "learning_curves.png").stat().st_size > 10_000
-    assert sorted(p.name for p in exported.glob("*.summary.json")) == ["grpo_seed0.summary.json", "trace_seed0.summary.json"]
+    assert sorted(p.name for p in exported.glob("*.summary.json")) == ["grpo_seed0.summary.json",
+                                                                       "trace+credit.K=1_seed0.summary.json"]
     again = cli("scripts/compare.py", str(exported), "--out", str(tmp_path / "again"), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "again" / "compare.md").read_text() == (tmp_path / "report" / "compare.md").read_text()
-    assert "| trace | 1 |" in (tmp_path / "again" / "compare.md").read_text()
+    assert "| trace+credit.K:1 | 1 |" in (tmp_path / "again" / "compare.md").read_text()
 
 
 def test_viewer_on_a_real_trace_run(tiny_sweep, tmp_path):

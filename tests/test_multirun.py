@@ -70,18 +70,3 @@ def test_job_folder_names_can_be_pasted_into_overrides():
     for name in (short, long):
         assert parser.parse_override(f"ckpt_path=outputs/multirun/0_{name}/checkpoints/last.ckpt").value().endswith("last.ckpt")
 
-
-def test_the_recorded_arm_names_what_changed_the_setting_and_nothing_else():
-    """sweep.recorded_arm by hand: the keys that count, in job-folder form, sorted; paths and secrets never."""
-    from agentcredit.run.sweep import recorded_arm
-
-    def counts(key):
-        return key.startswith("credit.") or key in ("judge", "train.lr")
-
-    overrides = ["credit=trace", "credit.K=3", "train.lr=1e-4", "seed=2", "threads=1", "judge=random",
-                 "+credit.reference_path=/data/ref", "trainer.max_steps=50"]
-    assert recorded_arm("trace", overrides, counts, ("credit.reference_path",)) == \
-        "trace+credit.K:3+judge:random+train.lr:0.0001"
-    assert recorded_arm("grpo_tuned", ["arm=grpo_tuned", "seed=0", "experiment=compare_long_tuned"], counts) == "grpo_tuned"
-    assert recorded_arm("prover", ["credit.api_key=sk-abcdefghijklmnop1234"], counts) == "prover+credit.api_key:redacted"
-    assert recorded_arm("trace", ["~credit.K"], counts) == "trace+credit.K:deleted"

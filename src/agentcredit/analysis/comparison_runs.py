@@ -441,8 +441,9 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False, warn=print
     try:
         out.mkdir(parents=True, exist_ok=True)
         for run in runs:
-            # Portable file names (job folders hold ':' and '+'): <arm>_seed<seed>, numbered if one repeats.
-            stem = base = f"{run.arm}_seed{run.seed}"
+            # Portable file names (job folders, and arms that name a changed knob, hold ':'; Windows refuses it):
+            # <arm>_seed<seed> with ':' as '=' (trace+credit.K=1_seed0), numbered if one repeats.
+            stem = base = f"{run.arm.replace(':', '=')}_seed{run.seed}"
             while stem in used:
                 stem = f"{base}_{len([u for u in used if u.startswith(base)])}"
             used.add(stem)

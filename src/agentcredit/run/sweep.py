@@ -26,7 +26,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -61,34 +61,11 @@ def _without_secret(item: str) -> str:
 OmegaConf.register_new_resolver("job_dirname", job_dirname, replace=True)
 
 
-def recorded_arm(base: str, overrides: list[str], counts: Callable[[str], bool],
-                 excluded: tuple[str, ...] = ()) -> str:
-    """The arm a run records (test_summary.json), which comparisons group runs by: `base` (its `arm=`, else its credit
-    method) followed by the command line's overrides of keys for which `counts(key)` holds (those that change the
-    setting the run trained), in job-folder form, so that a sweep over a knob gives one arm per value:
-    `python train.py -m credit=trace credit.K=1,3` records `trace+credit.K:1` and `trace+credit.K:3`, where both had
-    been `trace` and a comparison kept one of them. `excluded`: keys that name a path rather than a setting
-    (hydra.job.config.override_dirname.exclude_keys)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    items = []
-    for override in OverridesParser.create().parse_overrides(list(overrides)):
-        key = override.key_or_group
-        if key not in excluded and counts(key):
-            value = "deleted" if override.is_delete() else override.get_value_element_as_str()
-            items.append(f"{key}:{value}")
-    return job_dirname("+".join([base, *sorted(items)])) if items else base
-
-
-def task_overrides() -> tuple[list[str], tuple[str, ...]]:
-    """This Hydra job's command-line overrides and the keys its folder names leave out; none outside a Hydra job."""
+def task_overrides() -> list[str]:
+    """This Hydra job's command-line overrides (a sweep's job: its own values); none outside a Hydra job."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized():
-        return [], ()
-    hydra_cfg = HydraConfig.get()
-    excluded = OmegaConf.select(hydra_cfg, "job.config.override_dirname.exclude_keys", default=None) or []
-    return list(hydra_cfg.overrides.task), tuple(map(str, excluded))
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def failed_jobs(sweep_dir: Path) -> list[Path]:

@@ -27,13 +27,14 @@ import traceback
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from agentcredit.common.configs import ConfigError, plain, run_dir_path
 from agentcredit.common.cpuinfo import usable_cores
 from agentcredit.lit.run_folder import FINISHED_MARK, DiskFull, as_disk_full, start_plan
 from agentcredit.lit.run_lock import FolderInUse, hold_run_folder, launching_rank
 from agentcredit.run import preemption, sweep
+from agentcredit.run.recorded_arm import recorded_arm
 from agentcredit.run.preemption import Preempted, is_sigterm_stop
 from agentcredit.checks.validation import prepare_config
 from agentcredit.world.user import UserDataError
@@ -238,36 +239,12 @@ def report_finished(run_dir: Path) -> float:
     return accuracy
 
 
-def recorded_arm(cfg: DictConfig) -> str:
-    """The run's `arm=` (else its credit method) and the command line's changes to what it trained (sweep.recorded_arm):
-    a knob its credit method reads (`prepare_config` keeps only those: `credit=grpo credit.K=3` trains plain GRPO),
-    its judge where the method asks one, and its learning rate."""
-    from agentcredit.credit.registry import get_credit
-
-    asks_judge = get_credit(cfg.credit.name).reads("verified_segment")
-
-    def counts(key: str) -> bool:
-        if key == "credit.name":  # the method itself, which the name starts with
-            return False
-        if key.startswith("credit."):
-            return OmegaConf.select(cfg, key, default=_ABSENT) is not _ABSENT
-        if key == "judge" or key.startswith("judge."):
-            return asks_judge
-        return key == "train.lr"
-
-    overrides, excluded = sweep.task_overrides()
-    return sweep.recorded_arm(cfg.get("arm") or cfg.credit.name, overrides, counts, excluded)
-
-
-_ABSENT = object()
-
-
 def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps: int) -> dict:
     """test_summary.json in the run folder: the held-out metrics and what the run was (scripts/compare.py)."""
     import json
 
     summary = {
-        "arm": recorded_arm(cfg),
+        "arm": recorded_arm(cfg),  # the setting it trained (run/recorded_arm.py)
         "credit": cfg.credit.name,
         "judge": plain(cfg.judge).get("kind") if cfg.get("judge") is not None else None,
         "seed": int(cfg.seed),

@@ -1,0 +1,105 @@
+"""The arm a run records in test_summary.json, which comparisons group runs by (analysis/comparison_runs.py).
+
+    arm = recorded_arm(cfg)   # in the Hydra job, with cfg as prepare_config left it
+
+The name is the run's `arm=` (else its credit method), followed by what the command line changed in the setting it
+trained, measured on the resolved config rather than read off the command as typed: the config is composed again
+without the command's setting overrides, and every leaf that differs is named, in job-folder form. A setting is a
+knob the credit method reads (`prepare_config` keeps only those), the judge where the method asks one, and the
+learning rate. So a sweep over a knob gives one arm per value (`python train.py -m credit=trace credit.K=1,5`:
+`trace+credit.K:1`, `trace+credit.K:5`), and one setting gets one name however it was written: `credit.K=3` where 3
+is the default, `credit.transform='raw'` and `=raw`, `judge=random` and `judge.kind=random`, `arm=grpo_tuned
+train.lr=1e-4` where the arm sets 1e-4 all record what a run without them records. Seeds, lengths, threads and
+output folders are not settings and never appear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from omegaconf import DictConfig
+
+from agentcredit.checks.validation import split_method_credit
+from agentcredit.common.configs import compose_config, plain
+from agentcredit.run.sweep import job_dirname, task_overrides
+
+
+def _is_setting_key(key: str) -> bool:
+    """An override key that may change the setting: the ones `recorded_arm` checks on the resolved config."""
+    return key in ("judge", "train.lr") or key.startswith(("credit.", "judge.", "+credit.", "++credit.", "~credit.",
+                                                            "+judge.", "++judge.", "~judge."))
+
+
+def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from _leaves(value, f"{prefix}.{key}")
+    else:
+        yield prefix, node
+
+
+def asks_judge(cfg: DictConfig) -> bool:
+    from agentcredit.credit.registry import get_credit
+
+    return get_credit(cfg.credit.name).reads("verified_segment")
+
+
+def setting_leaves(cfg: DictConfig, judge: bool) -> dict[str, Any]:
+    """{dotted key: value} of what the run's setting is: the method's knobs (its name aside), its judge's knobs when
+    `judge` (the method asks one), its learning rate."""
+    credit, _ = split_method_credit(plain(cfg.credit))
+    leaves = dict(_leaves({k: v for k, v in credit.items() if k != "name"}, "credit"))
+    if judge:
+        leaves.update(_leaves({k: v for k, v in (plain(cfg.get("judge")) or {}).items() if k != "kind"}, "judge"))
+    leaves["train.lr"] = cfg.train.get("lr")
+    return leaves
+
+
+def _changed(before: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in now.items() if before.get(key, _ABSENT) != value}
+
+
+def arm_name(base: str, changed: Mapping[str, Any]) -> str:
+    """`base` and the changed leaves in job-folder form, sorted (`trace+credit.K:1`); `base` alone when none."""
+    if not changed:
+        return base
+    return job_dirname("+".join([base, *(f"{key}:{changed[key]}" for key in sorted(changed))]))
+
+
+def _by_the_command(overrides: list[str]) -> dict[str, str]:
+    """The setting overrides as typed: the name when the config cannot be composed again (never an error at the
+    end of a run: its test result must still be written)."""
+    found = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and _is_setting_key(key):
+            found[key.lstrip("+~")] = value
+    return found
+
+
+def recorded_arm(cfg: DictConfig) -> str:
+    base = cfg.get("arm") or cfg.credit.name
+    overrides = task_overrides()
+    setting = [o for o in overrides if _is_setting_key(o.partition("=")[0])]
+    if not setting:
+        return base
+    judge = asks_judge(cfg)
+    try:
+        # Composed without the setting overrides: what the same command trains when it changes nothing.
+        default = compose_config([o for o in overrides if o not in setting])
+        changed = _changed(setting_leaves(default, False), setting_leaves(cfg, False))
+        if judge:
+            # The judge by its kind, then its knobs against that kind's own defaults (`judge=random` and
+            # `judge.kind=random` are one judge; a random judge's `mode` is not a change of the heuristic's).
+            kind = plain(cfg.get("judge") or {}).get("kind")
+            if kind != plain(default.get("judge") or {}).get("kind"):
+                changed["judge"] = kind
+            own = compose_config([o for o in overrides if o not in setting] + [f"judge={kind}"])
+            changed |= _changed(setting_leaves(own, True), setting_leaves(cfg, True))
+    except Exception:  # noqa: BLE001 -- see _by_the_command
+        return arm_name(base, _by_the_command(setting if judge else [o for o in setting if "judge" not in o]))
+    return arm_name(base, changed)
+
+
+_ABSENT = object()
