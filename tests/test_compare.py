@@ -276,12 +276,34 @@ def test_a_run_whose_validations_are_missing_or_damaged_keeps_its_test_result_an
                                        f'"arm": "trace", "seed": {seed}}}'), 2, 4)
     why = damage(sweep / "trace1")
     assert compare_main()([str(sweep), "--bootstrap", "200"]) == 0
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert err.count("\n") == 1 and f"{sweep / 'trace1'}: held-out learning curve left out (" in err
     assert why in err and err.rstrip().endswith("; its test result counts")
+    assert out.rstrip().endswith(f"3 runs; wrote {sweep / 'compare.md'} and {sweep / 'learning_curves.png'}")  # none left out
     report = (sweep / "compare.md").read_text()
     assert "| trace | 2 | 40.0 ± 0.0 |" in report  # both seeds in the test table
     assert "| trace (1 of 2 seeds) | 100.0 | 100.0 |" in report  # the curve: seed 0's validations alone
+    assert "Left out of this comparison" not in report
+    assert report.split("Counted without their held-out learning curves:")[1].count("\n- ") == 1
+
+
+def test_a_refreshed_export_keeps_the_validations_a_damaged_copy_could_not_give(tmp_path, capsys):
+    """The sweep's copy of a run lost a validation file; refreshing the committed export from the sweep must not
+    delete the export's intact copy of them (the documented refresh: the sweep folder first, the export second)."""
+    sweep, exported = tmp_path / "sweep", tmp_path / "exported"
+    _write_run(sweep, "a_good")
+    _write_val_outcomes(_write_run(sweep, "trace0", metrics=VAL_ROWS, summary='{"test/accuracy": 0.4, "arm": "trace", '
+                                   '"seed": 0}'), 2, 4)
+    assert compare_main()([str(sweep), "--export", str(exported), "--bootstrap", "200"]) == 0
+    curve = exported / "trace_seed0.val_outcomes"
+    intact = sorted((p.name, p.read_bytes()) for p in curve.iterdir())
+    _a_validation_damaged(sweep / "trace0")
+    capsys.readouterr()
+    assert compare_main()([str(sweep), str(exported), "--export", str(exported), "--bootstrap", "200"]) == 0
+    assert sorted((p.name, p.read_bytes()) for p in curve.iterdir()) == intact
+    assert f"kept: {curve} (that run's validation outcomes could not be read this time" in capsys.readouterr().err
+    assert compare_main()([str(exported), "--out", str(tmp_path / "again"), "--bootstrap", "200"]) == 0
+    assert "| trace | 100.0 | 100.0 |" in (tmp_path / "again" / "compare.md").read_text()  # the export's curve, whole
 
 
 def test_a_run_with_every_validation_file_is_kept(tmp_path, capsys):

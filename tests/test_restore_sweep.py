@@ -152,3 +152,20 @@ def test_nothing_restored_because_every_summary_was_left_out_exits_1(exported, t
     assert out == "" and len(lines) == 3 and all(line.startswith("[restore] warning: ") for line in lines[:2])
     assert lines[2] == f"[restore] nothing restored into {sweep}: each of the 2 summaries was left out (listed above)"
     assert list(sweep.iterdir()) == []
+
+
+def test_an_export_whose_validation_outcomes_are_damaged_is_not_restored_as_a_run_without_them(tmp_path):
+    """Restored without them, the job would read as an older run that never kept a curve, and the damage would
+    never be named again."""
+    from agentcredit.analysis.comparison_runs import Run, export_runs, restore_finished
+    from agentcredit.records.outcomes import OutcomeRecord
+
+    record = OutcomeRecord(id="v1", success=1.0, tool_calls=1.0, tokens=5.0)
+    run = Run("0_arm:grpo+seed:0", "grpo", 0, {"test/accuracy": 0.5}, {0: {"train/reward": 0.5}, 1: {"val/accuracy": 1.0}},
+              None, {2: [record]})
+    exported = tmp_path / "exported"
+    export_runs([run], exported)
+    (exported / "grpo_seed0.val_outcomes" / "step000002.jsonl").write_text('{"id": "v1", "succ')
+    lines = []
+    assert restore_finished(exported, tmp_path / "sweep", warn=lines.append) == []
+    assert len(lines) == 1 and "step000002.jsonl" in lines[0] and lines[0].endswith("; left out")

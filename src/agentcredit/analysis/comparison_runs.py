@@ -212,7 +212,7 @@ def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
     """Every finished run under ``folder`` (run folders with metrics.csv, or exported summaries), and one
     line per run left out: a file that cannot be read or is missing, or a run cut short. A comparison must not
     average a run killed at step 3 with finished ones as if it were one more seed. A run whose validation
-    outcomes are damaged or incomplete keeps its test result and loses only its held-out curve, with a line."""
+    outcomes are damaged or incomplete keeps its test result and loses only its held-out curve (`curve_notes` names it)."""
     folder = Path(folder)
     exported = sorted(folder.glob("*.summary.json"))
     paths = exported or _run_folders(folder)
@@ -233,10 +233,16 @@ def read_runs(folder: Path) -> tuple[list[Run], list[str]]:
             continue
         if reason := run.val_outcomes_unread or missing_validations(run, log, val_folder):
             # Kept, the partial curve would be a mean over fewer seeds at some steps than at others, with no word.
+            # The run counts in the verdicts; `curve_notes` names it.
             run = replace(run, val_outcomes={}, val_outcomes_unread=reason)
-            left_out.append(f"{path}: held-out learning curve left out ({reason}); its test result counts")
         runs.append(run)
     return runs, left_out
+
+
+def curve_notes(runs: list[Run]) -> list[str]:
+    """One line per run kept for the verdicts without its held-out learning curve (`read_runs`)."""
+    return [f"{run.source}: held-out learning curve left out ({run.val_outcomes_unread}); its test result counts"
+            for run in runs if run.val_outcomes_unread]
 
 
 def first_of_each(found: list[tuple[Path, list[Run]]]) -> tuple[list[Run], list[str], list[str]]:
@@ -405,21 +411,29 @@ def _write_export(run: Run, summary: Path, created: list[Path]) -> set[Path]:
     return {*files, summary}
 
 
-def _drop_stale(before: list[Path], now: set[Path], stems: set[str], out: Path, warn) -> None:
+def _drop_stale(before: list[Path], now: set[Path], stems: set[str], out: Path, warn,
+                curves_unread: set[str] = frozenset()) -> None:
     """After a refresh: remove what no run holds any more, never a run. A run written again loses the files
     it no longer has (records it lost, validations it no longer holds), and so does a file whose summary is
     gone (the source no longer has that run); a run of the older export not written this time (left out as
-    damaged, cut short or a repeat) keeps every file, with one line."""
+    damaged, cut short or a repeat) keeps every file, with one line. A run written again whose validation
+    outcomes could not be read this time (`curves_unread`: its stems) keeps the exported ones, with one line."""
     summaries = {_stem_of(p) for p in before if p.name.endswith(".summary.json")}
     left_out = summaries - stems
+    kept_curves = set()
     for stale in before:
         if stale in now or _stem_of(stale) in left_out:
+            continue
+        if _stem_of(stale) in curves_unread and stale.parent.name.endswith(EXPORTED_VAL_OUTCOMES):
+            kept_curves.add(stale.parent)
             continue
         stale.unlink(missing_ok=True)
         if stale.parent != out and not any(stale.parent.iterdir()):
             stale.parent.rmdir()  # a run's val_outcomes folder left empty
     for stem in sorted(left_out):
         warn(f"kept: {out / stem}.* (that run was left out this time; its files stay as they were)")
+    for folder in sorted(kept_curves):
+        warn(f"kept: {folder} (that run's validation outcomes could not be read this time; the exported ones stay)")
 
 
 def export_runs(runs: list[Run], out: Path, *, refresh: bool = False, warn=print) -> list[Path]:
@@ -437,7 +451,7 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False, warn=print
         safe_name(run.name, "job folder name")  # the summary's name, which its reader checks the same way
     before = stale_exports(out) if out.is_dir() else []
     created = [folder for folder in (out, *out.parents) if not folder.exists()][::-1]
-    written, used, now = [], set(), set()
+    written, used, now, curves_unread = [], set(), set(), set()
     try:
         out.mkdir(parents=True, exist_ok=True)
         for run in runs:
@@ -447,6 +461,8 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False, warn=print
             while stem in used:
                 stem = f"{base}_{len([u for u in used if u.startswith(base)])}"
             used.add(stem)
+            if run.val_outcomes_unread:
+                curves_unread.add(stem)
             summary = out / f"{stem}.summary.json"
             now |= _write_export(run, summary, created)
             written.append(summary)
@@ -454,7 +470,7 @@ def export_runs(runs: list[Run], out: Path, *, refresh: bool = False, warn=print
         _remove_created(created)
         raise
     if refresh:
-        _drop_stale(before, now, used, out, warn)
+        _drop_stale(before, now, used, out, warn, curves_unread)
     return written
 
 
@@ -489,7 +505,8 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
     so that ``resume=true`` on a machine without the sweep's folder skips it instead of training it again, and
     compare.py reads the folder whole. A job folder that already holds a test summary is left as it is; one
     that holds anything else (an unfinished job: its metrics.csv, its checkpoints) is left alone with a line,
-    as resume=true continues it; a summary that cannot be read, that holds no held-out test result, or that names
+    as resume=true continues it; a summary that cannot be read (or whose validation outcomes cannot), that holds no
+    held-out test result, or that names
     the job folder an earlier one named, is left out with a line. The job folder's name comes from the summary and
     must be one folder name.
     Each job folder is built whole beside its place (``.<name>.restoring.tmp``) and renamed into it, so a full
@@ -504,6 +521,9 @@ def restore_finished(exported: Path, sweep: Path, warn=print) -> list[Path]:
             run = read_exported(summary_path)
         except UnreadableRun as error:
             warn(f"{error}; left out")
+            continue
+        if run.val_outcomes_unread:  # restored without them, it would read as a run that never kept any
+            warn(f"{run.val_outcomes_unread}; left out")
             continue
         if "test/accuracy" not in run.test:  # restored, it would count as finished: never trained, never compared
             warn(f"{summary_path}: no held-out test result (test/accuracy), so not a finished job; left out")

@@ -36,7 +36,7 @@ from pathlib import Path
 from agentcredit.analysis.comparison import (VerdictSettings, export_runs, learning_curves_png, markdown_report, read_runs,
                                             reference_of)
 from agentcredit.analysis.comparison_base import read_base_policy, unmatched_base_policy
-from agentcredit.analysis.comparison_runs import comparable_runs, first_of_each
+from agentcredit.analysis.comparison_runs import comparable_runs, curve_notes, first_of_each
 from agentcredit.records import check_output_path, replace_together
 
 
@@ -161,6 +161,9 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
     read_arms = {run.arm for run in runs}
     runs, unmatched = comparable_runs(runs)
     leave_out(unmatched)
+    notes = [shown(line) for line in curve_notes(runs)]  # kept in the verdicts: not counted as left out
+    for line in notes:
+        print(f"[compare] warning: {line}", file=sys.stderr)
     if not runs:
         raise SystemExit(f"compare: no finished run to compare ({len(warnings)} left out, listed above)")
     arms = sorted({run.arm for run in runs})
@@ -188,6 +191,8 @@ def compare(parser: argparse.ArgumentParser, args) -> int:
     report = markdown_report(runs, settings, base)
     if warnings:
         report += "\nLeft out of this comparison:\n\n" + "".join(f"- {line}\n" for line in warnings)
+    if notes:
+        report += "\nCounted without their held-out learning curves:\n\n" + "".join(f"- {line}\n" for line in notes)
     try:
         md, png = write_report(out, report, runs)
     except OSError as err:
