@@ -33,7 +33,7 @@ ALLOWED = {
     "run.joblib_launcher": {"run.sweep", "analysis.sweep_progress"},
     "run.compose": {"checks.validation", "testbed", "lit", "judge"} | LOWER,
     "run.evaluate": {"checks.validation", "checks.config_checks", "run.compose", "lit"} | LOWER,
-    "run.recorded_arm": {"checks.validation", "run.sweep"} | LOWER,
+    "run.recorded_arm": {"checks.arm_overrides", "checks.validation", "run.sweep"} | LOWER,
     "run.train": {"checks.validation", "checks.secret_check", "run.compose", "run.evaluate", "run.sweep", "run.preemption",
                   "run.recorded_arm",
                   "testbed", "lit", "judge"} | LOWER,

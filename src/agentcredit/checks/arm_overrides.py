@@ -19,10 +19,11 @@ import yaml
 from agentcredit.common.paths import config_dir
 
 
-def _flat(node: Mapping, prefix: str = "") -> Iterator[tuple[str, Any]]:
+def flat_items(node: Mapping, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every leaf of `node`, each key after `prefix` (`credit.` gives `credit.K`)."""
     for key, value in node.items():
         if isinstance(value, Mapping):
-            yield from _flat(value, f"{prefix}{key}.")
+            yield from flat_items(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value
 
@@ -39,7 +40,7 @@ def arm_setting(arm: str, conf: Path | None = None) -> tuple[str | None, dict[st
     body = yaml.safe_load(path.read_text()) or {}
     option = next((entry["override /credit"] for entry in body.get("defaults") or []
                    if isinstance(entry, Mapping) and "override /credit" in entry), None)
-    knobs = dict(_flat({k: v for k, v in body.items() if k not in ("defaults", "arm")}))
+    knobs = dict(flat_items({k: v for k, v in body.items() if k not in ("defaults", "arm")}))
     return option, knobs
 
 

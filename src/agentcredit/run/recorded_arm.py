@@ -15,11 +15,12 @@ output folders are not settings and never appear.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig
 
+from agentcredit.checks.arm_overrides import flat_items
 from agentcredit.checks.validation import split_method_credit
 from agentcredit.common.configs import compose_config, plain
 from agentcredit.run.sweep import job_dirname, task_overrides
@@ -29,14 +30,6 @@ def _is_setting_key(key: str) -> bool:
     """An override key that may change the setting: the ones `recorded_arm` checks on the resolved config."""
     return key in ("judge", "train.lr") or key.startswith(("credit.", "judge.", "+credit.", "++credit.", "~credit.",
                                                             "+judge.", "++judge.", "~judge."))
-
-
-def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            yield from _leaves(value, f"{prefix}.{key}")
-    else:
-        yield prefix, node
 
 
 def asks_judge(cfg: DictConfig) -> bool:
@@ -49,9 +42,9 @@ def setting_leaves(cfg: DictConfig, judge: bool) -> dict[str, Any]:
     """{dotted key: value} of what the run's setting is: the method's knobs (its name aside), its judge's knobs when
     `judge` (the method asks one), its learning rate."""
     credit, _ = split_method_credit(plain(cfg.credit))
-    leaves = dict(_leaves({k: v for k, v in credit.items() if k != "name"}, "credit"))
+    leaves = dict(flat_items({k: v for k, v in credit.items() if k != "name"}, "credit."))
     if judge:
-        leaves.update(_leaves({k: v for k, v in (plain(cfg.get("judge")) or {}).items() if k != "kind"}, "judge"))
+        leaves.update(flat_items({k: v for k, v in (plain(cfg.get("judge")) or {}).items() if k != "kind"}, "judge."))
     leaves["train.lr"] = cfg.train.get("lr")
     return leaves
 
