@@ -255,6 +255,23 @@ def test_a_run_there_in_part_or_twice_is_named_under_the_report(tmp_path, capsys
     assert out.rstrip().endswith(f"1 runs (1 left out); wrote {sweep / 'compare.md'} and {sweep / 'learning_curves.png'}")
 
 
+@pytest.mark.parametrize("config, arm", [
+    ("recorded_arm: trace+credit.K:1\ncredit:\n  name: trace\nseed: 2\n", "trace+credit.K:1"),
+    # started before runs recorded the name: its `arm=`, else its method
+    ("arm: grpo_tuned\ncredit:\n  name: grpo\nseed: 2\n", "grpo_tuned"),
+    ("credit:\n  name: prover\njudge:\n  kind: heuristic\nseed: 2\n", "prover_heuristic"),
+])
+def test_a_run_killed_between_its_test_and_its_summary_is_named_as_its_summary_would_have(tmp_path, config, arm):
+    """Its test rows are in metrics.csv, its test_summary.json never written: the name comes from the config,
+    which records the setting at the start, so one of a K sweep's runs does not pass for another (`trace`)."""
+    from agentcredit.analysis.comparison_runs import read_run_folder
+
+    run = _write_run(tmp_path, "killed", metrics=HEADER.replace("\n", ",test/accuracy\n") + "0,0.5,100,\n1,,,0.25\n",
+                     summary=None, config=config)
+    read = read_run_folder(run)
+    assert (read.arm, read.seed, read.test["test/accuracy"]) == (arm, 2, 0.25)
+
+
 def _a_validation_missing(run):
     (run / "val_outcomes" / "step000004.jsonl").unlink()
     return "val_outcomes holds the outcomes of 1 validation where metrics.csv logged 2; missing step000004.jsonl"

@@ -34,6 +34,8 @@ def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):
     # and none of grpo's, so a sweep over K gives one trace arm per value (before, every value recorded "trace").
     arms = [json.loads((job / "test_summary.json").read_text())["arm"] for job in jobs]
     assert arms == ["grpo", "trace+credit.K:1"]
+    # Named at the start too (resolved_config.yaml, W&B), so a run killed before its test keeps the name.
+    assert [yaml.safe_load((job / "resolved_config.yaml").read_text())["recorded_arm"] for job in jobs] == arms
     samples = [json.loads(line) for line in (jobs[1] / "credit_samples.jsonl").read_text().splitlines()]
     assert samples and all({"turn_advantages", "deltas", "turn_rewards", "step"} <= set(s) for s in samples)
     assert f"sweep finished, all jobs ran: {sweep}" in stdout

@@ -121,6 +121,9 @@ class RunConfig(BaseModel):
 
     # the length bound on the string alone: on `str | None` pydantic applies it to a null too (a TypeError)
     arm: Annotated[Annotated[str, Field(max_length=200)] | None, BeforeValidator(_empty_is_missing)] = None
+    # The setting the run trained, as its test_summary.json names it (run/recorded_arm.py); written at the start
+    # since 2026-12-07, so a run killed before that file is named as it would have been.
+    recorded_arm: Annotated[Annotated[str, Field(max_length=200)] | None, BeforeValidator(_empty_is_missing)] = None
     seed: Annotated[Seed, BeforeValidator(_no_bool)] = 0
     credit: CreditSection = Field(default_factory=CreditSection)
     judge: JudgeSection | None = None
@@ -132,7 +135,10 @@ class RunConfig(BaseModel):
         return value if isinstance(value, dict) else None
 
     def arm_name(self) -> str:
-        """The arm as the run named it, else its credit method (with the judge for prover)."""
+        """The arm its test_summary.json would name; for a run started before the name was recorded, its `arm=`,
+        else its credit method (with the judge for prover)."""
+        if self.recorded_arm:
+            return self.recorded_arm
         if self.arm:
             return self.arm
         judge = self.judge.kind if self.judge else None

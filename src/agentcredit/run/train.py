@@ -19,6 +19,7 @@ setting of what it computes is a config error); without it, a folder that alread
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -177,7 +178,11 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     trainer, stage = None, "training"
     try:
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
+        arm = recorded_arm(cfg)  # the setting it trains, named once (run/recorded_arm.py)
         parts = split_run_config(cfg)  # the config split once; each builder gets only its groups
+        # In resolved_config.yaml and W&B too: runs group by it there, and a comparison names a run killed
+        # before its test_summary.json by it.
+        parts = dataclasses.replace(parts, record={**parts.record, "recorded_arm": arm})
         components = build_components(parts)  # world, environment, reward, policy (after its warm start)
         module = build_module(parts, components)  # credit config split once; reference, judge, verifier
         trainer = build_trainer(parts, components.policy)
@@ -200,7 +205,7 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
         shown = f"{accuracy:.4f}" if not math.isnan(accuracy) else f"n/a (no validation ran: {why_no_validation(cfg)})"
         tested = ""
         if test_metrics:
-            summary = write_test_summary(run_dir, cfg, test_metrics, int(trainer.global_step))
+            summary = write_test_summary(run_dir, cfg, test_metrics, int(trainer.global_step), arm)
             tested = f" test/accuracy={summary['test/accuracy']:.4f} (n={summary['n_test']})"
         print(f"[agentcredit] final val/accuracy={shown}{tested}{run_summary(run_dir / 'metrics.csv')} run_dir={run_dir}", flush=True)
     return accuracy
@@ -239,12 +244,13 @@ def report_finished(run_dir: Path) -> float:
     return accuracy
 
 
-def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps: int) -> dict:
-    """test_summary.json in the run folder: the held-out metrics and what the run was (scripts/compare.py)."""
+def write_test_summary(run_dir: Path, cfg: DictConfig, test_metrics: dict, steps: int, arm: str) -> dict:
+    """test_summary.json in the run folder: the held-out metrics and what the run was (scripts/compare.py);
+    `arm` is the setting it trained (`recorded_arm`)."""
     import json
 
     summary = {
-        "arm": recorded_arm(cfg),  # the setting it trained (run/recorded_arm.py)
+        "arm": arm,
         "credit": cfg.credit.name,
         "judge": plain(cfg.judge).get("kind") if cfg.get("judge") is not None else None,
         "seed": int(cfg.seed),
