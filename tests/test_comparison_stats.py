@@ -258,6 +258,7 @@ COMMITTED = {"compare_long": ["compare_long"],
                                           "compare_long_seed1_old_split")},
              "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"],
              "compare_long_vs_grpo": ["compare_long", "--reference", "grpo"],  # the verdicts against plain GRPO
+             "compare_long_gigpo_gamma1_vs_grpo": ["compare_long_gigpo_gamma1", "compare_long", "--reference", "grpo"],
              # the tuned comparison as far as it has run (docs/tuning.md, "Across sessions"), with its gains over the base policy
              "compare_long_tuned": ["compare_long_tuned", "--base-policy", "base_policy_long"],
              # the same against tuned GRPO, which trains at the credit arms' learning rate (docs/tuning.md)
