@@ -48,7 +48,15 @@ def test_outside_a_hydra_job_the_arm_is_the_arm_or_the_method(monkeypatch):
     assert module.recorded_arm(prepare_config(compose_config(["credit=trace", "credit.K=1"]))) == "trace"
 
 
-def test_a_config_that_cannot_be_composed_again_is_named_by_the_command_never_an_error(monkeypatch):
-    """The name is written after the held-out test: an error there would lose the run's test result."""
+def test_a_config_that_cannot_be_composed_again_is_named_by_the_command_never_an_error(monkeypatch, capsys):
+    """A run whose config composed once does not fail over its name; it says how it was named."""
     monkeypatch.setattr(module, "compose_config", lambda overrides: 1 / 0)
     assert arm_of(monkeypatch, "credit=trace", "credit.K=1", "seed=2", "judge=random") == "trace+credit.K:1"
+    assert "arm is named by the command as typed (trace+credit.K:1)" in capsys.readouterr().err
+
+
+def test_a_secret_behind_an_environment_interpolation_never_reaches_the_name(monkeypatch):
+    """The name goes to W&B: `${oc.env:...}` is named as written, never by the secret it resolves to."""
+    monkeypatch.setenv("JUDGE_URL", "https://user:s3c+r3tpassword@host/v1")
+    arm = arm_of(monkeypatch, "credit=prover", "judge=openai", "judge.model=m", "judge.base_url=${oc.env:JUDGE_URL}")
+    assert "s3c" not in arm and "host" not in arm and "oc.env:JUDGE_URL" in arm, arm

@@ -1,4 +1,5 @@
-"""The arm a run records in test_summary.json, which comparisons group runs by (analysis/comparison_runs.py).
+"""The arm a run records, which comparisons group runs by (analysis/comparison_runs.py): named when the run starts,
+written into resolved_config.yaml and the W&B config (`recorded_arm`) and into test_summary.json after the test.
 
     arm = recorded_arm(cfg)   # in the Hydra job, with cfg as prepare_config left it
 
@@ -15,6 +16,7 @@ output folders are not settings and never appear.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +25,7 @@ from omegaconf import DictConfig
 from agentcredit.checks.arm_overrides import flat_items
 from agentcredit.checks.validation import split_method_credit
 from agentcredit.common.configs import compose_config, plain
+from agentcredit.common.secret_keys import config_for_records
 from agentcredit.run.sweep import job_dirname, task_overrides
 
 
@@ -40,12 +43,14 @@ def asks_judge(cfg: DictConfig) -> bool:
 
 def setting_leaves(cfg: DictConfig, judge: bool) -> dict[str, Any]:
     """{dotted key: value} of what the run's setting is: the method's knobs (its name aside), its judge's knobs when
-    `judge` (the method asks one), its learning rate."""
-    credit, _ = split_method_credit(plain(cfg.credit))
+    `judge` (the method asks one), its learning rate. Read as the run's records write the config down
+    (`config_for_records`): `${oc.env:...}` as written and secrets redacted, as the name goes to W&B too."""
+    record = config_for_records(cfg)
+    credit, _ = split_method_credit(record["credit"])
     leaves = dict(flat_items({k: v for k, v in credit.items() if k != "name"}, "credit."))
     if judge:
-        leaves.update(flat_items({k: v for k, v in (plain(cfg.get("judge")) or {}).items() if k != "kind"}, "judge."))
-    leaves["train.lr"] = cfg.train.get("lr")
+        leaves.update(flat_items({k: v for k, v in (record.get("judge") or {}).items() if k != "kind"}, "judge."))
+    leaves["train.lr"] = (record.get("train") or {}).get("lr")
     return leaves
 
 
@@ -61,8 +66,9 @@ def arm_name(base: str, changed: Mapping[str, Any]) -> str:
 
 
 def _by_the_command(overrides: list[str]) -> dict[str, str]:
-    """The setting overrides as typed: the name when the config cannot be composed again (never an error at the
-    end of a run: its test result must still be written)."""
+    """The setting overrides as typed: the name when the config cannot be composed again. Never an error: a run
+    whose config composed once should not fail over its name (the name may then differ from what the same setting
+    typed otherwise gets, `trace+credit.K:3` beside `trace`)."""
     found = {}
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -90,8 +96,11 @@ def recorded_arm(cfg: DictConfig) -> str:
                 changed["judge"] = kind
             own = compose_config([o for o in overrides if o not in setting] + [f"judge={kind}"])
             changed |= _changed(setting_leaves(own, True), setting_leaves(cfg, True))
-    except Exception:  # noqa: BLE001 -- see _by_the_command
-        return arm_name(base, _by_the_command(setting if judge else [o for o in setting if "judge" not in o]))
+    except Exception as error:  # noqa: BLE001 -- see _by_the_command
+        name = arm_name(base, _by_the_command(setting if judge else [o for o in setting if "judge" not in o]))
+        print(f"[agentcredit] warning: the arm is named by the command as typed ({name}): its config could not be "
+              f"composed again without the setting's overrides ({type(error).__name__})", file=sys.stderr, flush=True)
+        return name
     return arm_name(base, changed)
 
 
