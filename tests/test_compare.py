@@ -209,6 +209,39 @@ def test_detectable_difference_by_hand():
     assert detectable_difference(1.0, 1) is None
 
 
+def test_seeds_to_detect_the_margin_by_hand():
+    from scipy import stats
+
+    from agentcredit.analysis.comparison_stats import seeds_to_detect
+
+    def power(n, d):  # the paired t-test's power at n pairs and effect size d (noncentral t, df n − 1)
+        crit, nc = stats.t.ppf(0.975, n - 1), d * n ** 0.5
+        return stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
+
+    # paired sd 3.5 points, margin 2: d = 0.571; the normal approximation (1.960 + 0.842)² / d² = 24.0, and the
+    # t-test needs a few pairs more: power 0.7996 at 26, 0.8154 at 27
+    assert seeds_to_detect(3.5, 2.0) == 27
+    assert seeds_to_detect(2.0, 2.0) == 10 and seeds_to_detect(1.0, 2.0) == 5
+    for sd in (0.7, 1.0, 2.0, 3.5, 8.0):  # the definition: the fewest pairs whose power reaches 0.8
+        n = seeds_to_detect(sd, 2.0)
+        assert power(n, 2.0 / sd) >= 0.8 > power(n - 1, 2.0 / sd)
+    assert seeds_to_detect(0.0, 2.0) == 2 and seeds_to_detect(None, 2.0) is None and seeds_to_detect(1.0, 0) is None
+
+
+def test_the_report_says_how_many_seeds_the_margin_would_take():
+    from agentcredit.analysis.comparison import seeds_needed_line
+    from agentcredit.analysis.comparison_stats import Comparison
+
+    def row(arm, needed, seeds):
+        return Comparison(arm=arm, seeds=seeds, questions=None, diff=0.0, ci=None, ci_equivalence=None, wins=0,
+                          sign_p=None, t_p=None, tost_p=None, detectable=None, seeds_for_margin=needed)
+
+    line = seeds_needed_line([row("trace", 27, 4), row("igpo", None, 1), row("gigpo", 1200, 3)], 2.0)[1]
+    assert "detects a true difference of 2 points with 80% power after about trace 27, gigpo 1,200 seeds" in line
+    assert "estimated from 3–4 seeds" in line and " igpo" not in line
+    assert seeds_needed_line([row("igpo", None, 1)], 2.0) == []
+
+
 # ------------------------------------------------------------------ runs there in part, repeats, outputs
 
 VAL_ROWS = "step,train/reward,val/accuracy\n0,0.5,\n1,0.7,0.5\n2,0.6,\n3,0.8,1.0\n"  # validations after steps 2 and 4

@@ -61,6 +61,21 @@ def detectable_difference(sd: float, n: int) -> float | None:
     return float(d) * sd
 
 
+def seeds_to_detect(sd: float, delta: float) -> int | None:
+    """The seeds (pairs) a two-sided paired t-test at α = 0.05 needs to detect a true difference of `delta` with
+    80% power when the per-seed differences spread by `sd` (``statsmodels.stats.power.TTestPower``, the noncentral
+    t): what the next comparison must run to tell a difference of the margin from none. 2 when `sd` is 0; None
+    without a spread or a delta."""
+    if sd is None or delta <= 0:
+        return None
+    if sd == 0:
+        return 2
+    from statsmodels.stats.power import TTestPower
+
+    n = TTestPower().solve_power(effect_size=delta / sd, nobs=None, alpha=0.05, power=0.8, alternative="two-sided")
+    return max(2, math.ceil(float(n) - 1e-9))
+
+
 BLOCK = 1000  # replicates drawn at once: (BLOCK, Q) indices stay a few MB at Q ≈ 1,000 questions
 
 
@@ -185,6 +200,7 @@ class Comparison:
     paired_seeds: tuple[int, ...] = ()  # the seeds the difference pairs over, when known
     reference_mean: float | None = None  # the reference's accuracy in points on those seeds and questions
     seed_ci: tuple[float, float] | None = None  # 1 − α t-interval of the per-seed differences (None: one seed)
+    seeds_for_margin: int | None = None  # seeds to detect a difference of the margin at this spread (80% power)
 
     def resampled(self) -> str:
         return resampled(self.seeds, self.questions)
@@ -218,7 +234,8 @@ def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: lis
                       t_p=paired_t_p(arm_acc, ref_acc), tost_p=tost_p(arm_acc, ref_acc, margin),
                       detectable=detectable_difference(sd, n) if sd is not None else None,
                       ties=sum(d == 0 for d in per_seed), paired_seeds=tuple(seeds),
-                      reference_mean=float(np.mean(ref_acc)), seed_ci=seed_t_interval(per_seed, 1 - alpha))
+                      reference_mean=float(np.mean(ref_acc)), seed_ci=seed_t_interval(per_seed, 1 - alpha),
+                      seeds_for_margin=seeds_to_detect(sd, margin) if sd is not None else None)
 
 
 def seed_t_interval(per_seed: list[float], level: float) -> tuple[float, float] | None:
