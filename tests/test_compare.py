@@ -228,6 +228,21 @@ def test_seeds_to_detect_the_margin_by_hand():
     assert seeds_to_detect(0.0, 2.0) == 2 and seeds_to_detect(None, 2.0) is None and seeds_to_detect(1.0, 0) is None
 
 
+def test_the_share_of_the_seed_spread_that_the_test_questions_give_by_hand():
+    import numpy as np
+
+    from agentcredit.analysis.comparison_stats import question_share
+
+    # seed 0 wins 2 of 4 questions outright, seed 1 ties all: per-seed means 50 and 0, so sd² = 1,250 (ddof 1);
+    # within seed 0 the 4 differences vary by 10,000/3 (ddof 1), over 4 questions 833.3; within seed 1 by 0;
+    # averaged 416.7, a third of 1,250
+    diffs = np.array([[100.0, 0.0, 100.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    assert question_share(diffs, float(np.std([50.0, 0.0], ddof=1))) == pytest.approx(1 / 3)
+    assert question_share(diffs, 1.0) == 1.0  # more than the whole (a noisy total of few seeds): capped
+    assert question_share(diffs, None) is None and question_share(diffs, 0.0) is None
+    assert question_share(np.array([[3.0], [1.0]]), 1.4) is None  # no per-question records
+
+
 def test_the_report_says_how_many_seeds_the_margin_would_take():
     from agentcredit.analysis.comparison import seeds_needed_line
     from agentcredit.analysis.comparison_stats import Comparison
@@ -240,6 +255,12 @@ def test_the_report_says_how_many_seeds_the_margin_would_take():
     assert "detects a true difference of 2 points with 80% power after about trace 27, gigpo 1,200 seeds" in line
     assert "estimated from 3–4 seeds" in line and " igpo" not in line
     assert seeds_needed_line([row("igpo", None, 1)], 2.0) == []
+    from agentcredit.analysis.comparison import question_share_line
+
+    shared = [row("trace", 27, 4), row("igpo", None, 1)]
+    shared[0].question_share = 0.126
+    assert "is at most, of the variance of the per-seed differences, trace 13%; at most" in question_share_line(shared)[1]
+    assert question_share_line(shared[1:]) == []
 
 
 # ------------------------------------------------------------------ runs there in part, repeats, outputs

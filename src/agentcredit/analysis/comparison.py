@@ -336,6 +336,22 @@ def seeds_needed_line(family: list[Comparison], margin: float) -> list[str]:
             "(z₀.₉₇₅ + z₀.₈₀)²)."]
 
 
+def question_share_line(family: list[Comparison]) -> list[str]:
+    """Where the spread between seeds comes from, arm by arm: at most this share is the test's own sampling noise,
+    the rest at least training. Small shares say more seeds, not more test questions or test samples, would
+    narrow the verdicts."""
+    shares = [(c.arm, c.question_share) for c in family if c.question_share is not None]
+    if not shares:
+        return []
+    arms = ", ".join(f"{arm} {100 * share:.0f}%" for arm, share in shares)
+    return ["", "Where the spread between seeds comes from: the test's own sampling noise (each seed's mean "
+            "per-question difference varies by Var/Q if its test outcomes were drawn afresh; averaged over seeds) is "
+            f"at most, of the variance of the per-seed differences, {arms}; at most, because Var also counts how "
+            "questions differ from one another, which every seed shares. The rest, at least, is training's "
+            "seed-to-seed spread, which more test questions or more test samples per question do not narrow, and "
+            "more seeds do."]
+
+
 def _seed_counts(needed: list[tuple[str, int, int]]) -> str:
     counts = sorted({seeds for _, _, seeds in needed})
     return f"{'–'.join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts))} seeds"
@@ -397,6 +413,7 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
     lines += _seed_sets_note(found.get(None, []), reference)
     lines += seeds_needed_line(found.get(None, []), s.margin)
+    lines += question_share_line(found.get(None, []))
     lines += verdict_summary(found, reference, s.margin)
     by_hops = {h: family for h, family in found.items() if h is not None}
     lines += hop_accuracy_lines(arms, s)

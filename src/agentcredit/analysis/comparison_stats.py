@@ -201,6 +201,7 @@ class Comparison:
     reference_mean: float | None = None  # the reference's accuracy in points on those seeds and questions
     seed_ci: tuple[float, float] | None = None  # 1 − α t-interval of the per-seed differences (None: one seed)
     seeds_for_margin: int | None = None  # seeds to detect a difference of the margin at this spread (80% power)
+    question_share: float | None = None  # at most this share of the per-seed differences' variance is test noise
 
     def resampled(self) -> str:
         return resampled(self.seeds, self.questions)
@@ -235,7 +236,22 @@ def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: lis
                       detectable=detectable_difference(sd, n) if sd is not None else None,
                       ties=sum(d == 0 for d in per_seed), paired_seeds=tuple(seeds),
                       reference_mean=float(np.mean(ref_acc)), seed_ci=seed_t_interval(per_seed, 1 - alpha),
-                      seeds_for_margin=seeds_to_detect(sd, margin) if sd is not None else None)
+                      seeds_for_margin=seeds_to_detect(sd, margin) if sd is not None else None,
+                      question_share=question_share(diffs, sd))
+
+
+def question_share(diffs: np.ndarray, sd: float | None) -> float | None:
+    """At most how much of the variance of the per-seed differences (`sd`², seed to seed) the test's own sampling
+    noise gives: a seed's mean over its Q per-question differences varies by Var/Q (ddof 1) if its outcomes were drawn
+    afresh, averaged here over the seeds. An upper bound: Var also counts how the questions differ from one another,
+    which every seed shares (they answer the same questions) and so adds nothing between seeds. The rest, at least,
+    is training's seed-to-seed spread. Capped at 1 (with few seeds the total is itself noisy); None without
+    per-question records, with one seed, or with no spread."""
+    diffs = np.asarray(diffs, dtype=float)
+    if sd is None or sd == 0 or diffs.ndim != 2 or diffs.shape[1] < 2:
+        return None
+    within = float(np.mean(np.var(diffs, axis=1, ddof=1) / diffs.shape[1]))
+    return min(1.0, within / sd ** 2)
 
 
 def seed_t_interval(per_seed: list[float], level: float) -> tuple[float, float] | None:
