@@ -210,6 +210,7 @@ def test_detectable_difference_by_hand():
 
 
 def test_seeds_to_detect_the_margin_by_hand():
+    import numpy as np
     from scipy import stats
 
     from agentcredit.analysis.comparison_stats import seeds_to_detect
@@ -225,7 +226,23 @@ def test_seeds_to_detect_the_margin_by_hand():
     for sd in (0.7, 1.0, 2.0, 3.5, 8.0):  # the definition: the fewest pairs whose power reaches 0.8
         n = seeds_to_detect(sd, 2.0)
         assert power(n, 2.0 / sd) >= 0.8 > power(n - 1, 2.0 / sd)
-    assert seeds_to_detect(0.0, 2.0) == 2 and seeds_to_detect(None, 2.0) is None and seeds_to_detect(1.0, 0) is None
+    # a spread far below the margin (2 or 3 seeds that happened to agree): a few seeds, where a root finder fails
+    # (scipy's noncentral t gives NaN this far out, so the power is simulated: paired t-tests on normal draws)
+    rng = np.random.default_rng(0)
+
+    def simulated_power(n, sd):
+        draws = rng.normal(2.0, sd, size=(200_000, n))
+        t = draws.mean(1) / (draws.std(1, ddof=1) / n ** 0.5)
+        return float(np.mean(np.abs(t) > stats.t.ppf(0.975, n - 1)))
+
+    for sd in (0.5, 0.3):  # 2 seeds: power about 0.34 and 0.54; 3 seeds: about 0.91 and 0.999
+        assert seeds_to_detect(sd, 2.0) == 3
+        assert simulated_power(3, sd) >= 0.8 > simulated_power(2, sd)
+    # effect 20 and beyond: at 2 seeds the noncentrality 20·√2 = 28 lies far past the critical t of 12.7 (1 df)
+    assert seeds_to_detect(0.1, 2.0) == 2 and seeds_to_detect(1e-15, 2.0) == 2
+    for sd in (0.0, None, float("nan"), float("inf")):
+        assert seeds_to_detect(sd, 2.0) is None
+    assert seeds_to_detect(1.0, 0) is None and seeds_to_detect(1.0, float("nan")) is None
 
 
 def test_the_share_of_the_seed_spread_that_the_test_questions_give_by_hand():
@@ -240,6 +257,7 @@ def test_the_share_of_the_seed_spread_that_the_test_questions_give_by_hand():
     assert question_share(diffs, float(np.std([50.0, 0.0], ddof=1))) == pytest.approx(1 / 3)
     assert question_share(diffs, 1.0) == 1.0  # more than the whole (a noisy total of few seeds): capped
     assert question_share(diffs, None) is None and question_share(diffs, 0.0) is None
+    assert question_share(diffs, float("nan")) is None and question_share(diffs * float("nan"), 1.0) is None
     assert question_share(np.array([[3.0], [1.0]]), 1.4) is None  # no per-question records
 
 
@@ -251,15 +269,18 @@ def test_the_report_says_how_many_seeds_the_margin_would_take():
         return Comparison(arm=arm, seeds=seeds, questions=None, diff=0.0, ci=None, ci_equivalence=None, wins=0,
                           sign_p=None, t_p=None, tost_p=None, detectable=None, seeds_for_margin=needed)
 
-    line = seeds_needed_line([row("trace", 27, 4), row("igpo", None, 1), row("gigpo", 1200, 3)], 2.0)[1]
-    assert "detects a true difference of 2 points with 80% power after about trace 27, gigpo 1,200 seeds" in line
+    line = seeds_needed_line([row("trace", 27, 4), row("igpo", None, 1), row("gigpo", 12_000, 3)], 2.0)[1]
+    assert "detects a true difference of 2 points with 80% power after about trace 27, gigpo > 10,000 seeds" in line
     assert "estimated from 3–4 seeds" in line and " igpo" not in line
+    # Holm's first step at α/3: ((z_0.99167 + z_0.8) / (z_0.975 + z_0.8))² = ((2.394 + 0.842) / 2.802)² = 1.334
+    assert "correction across the 3 arms, which raises them by up to about 33%" in line
     assert seeds_needed_line([row("igpo", None, 1)], 2.0) == []
     from agentcredit.analysis.comparison import question_share_line
 
     shared = [row("trace", 27, 4), row("igpo", None, 1)]
     shared[0].question_share = 0.126
-    assert "is at most, of the variance of the per-seed differences, trace 13%; at most" in question_share_line(shared)[1]
+    assert "over test questions (each" in question_share_line(shared)[1]
+    assert "is estimated at most trace 13%; at most" in question_share_line(shared)[1]
     assert question_share_line(shared[1:]) == []
 
 

@@ -323,33 +323,41 @@ def _seed_sets_note(family: list[Comparison], reference: str) -> list[str]:
 
 def seeds_needed_line(family: list[Comparison], margin: float) -> list[str]:
     """How many seeds would tell a difference of the margin from none, arm by arm, at the spread of its per-seed
-    differences here: what a comparison whose verdicts are inconclusive would have to run to decide them."""
+    differences here: a floor for a comparison that would decide verdicts inconclusive here."""
     needed = [(c.arm, c.seeds_for_margin, c.seeds) for c in family if c.seeds_for_margin is not None]
     if not needed:
         return []
-    arms = ", ".join(f"{arm} {n:,}" for arm, n, _ in needed)
+    arms = ", ".join(f"{arm} {n:,}" if n <= 10_000 else f"{arm} > 10,000" for arm, n, _ in needed)
+    holm = ""
+    if len(family) > 1:  # Holm's strictest step tests at α/k: the normal approximation's factor on the seeds
+        from scipy import stats
+
+        z = stats.norm.ppf
+        factor = ((z(1 - 0.025 / len(family)) + z(0.8)) / (z(0.975) + z(0.8))) ** 2
+        holm = (f", before Holm's correction across the {len(family)} arms, which raises them by up to about "
+                f"{100 * (factor - 1):.0f}% (its first step tests at α/{len(family)})")
     return ["", f"Seeds for the margin: at each arm's spread of per-seed differences from the reference, a paired "
             f"t-test at α = 0.05 detects a true difference of {margin:g} points with 80% power after about {arms} "
-            "seeds (statsmodels TTestPower; the spread itself is estimated from "
-            f"{_seed_counts(needed)}, so these are rough); showing equivalence within ±{margin:g} when the true "
-            "difference is 0 takes about 9% more (the normal approximation's (z₀.₉₅ + z₀.₉₀)² against "
+            f"seeds (statsmodels TTestPower){holm}; the spread itself is estimated from "
+            f"{_seed_counts(needed)}, so these are rough. Showing equivalence within ±{margin:g} when the true "
+            "difference is 0 takes up to about 9% more (the normal approximation's (z₀.₉₅ + z₀.₉₀)² against "
             "(z₀.₉₇₅ + z₀.₈₀)²)."]
 
 
 def question_share_line(family: list[Comparison]) -> list[str]:
-    """Where the spread between seeds comes from, arm by arm: at most this share is the test's own sampling noise,
-    the rest at least training. Small shares say more seeds, not more test questions or test samples, would
-    narrow the verdicts."""
+    """Where the spread between seeds comes from, arm by arm: an estimate of at most how much of it averages out
+    over test questions (comparison_stats.question_share); the rest is training."""
     shares = [(c.arm, c.question_share) for c in family if c.question_share is not None]
     if not shares:
         return []
     arms = ", ".join(f"{arm} {100 * share:.0f}%" for arm, share in shares)
-    return ["", "Where the spread between seeds comes from: the test's own sampling noise (each seed's mean "
-            "per-question difference varies by Var/Q if its test outcomes were drawn afresh; averaged over seeds) is "
-            f"at most, of the variance of the per-seed differences, {arms}; at most, because Var also counts how "
-            "questions differ from one another, which every seed shares. The rest, at least, is training's "
-            "seed-to-seed spread, which more test questions or more test samples per question do not narrow, and "
-            "more seeds do."]
+    return ["", "Where the spread between seeds comes from: of the variance of the per-seed differences, the share "
+            "that averages out over test questions (each seed's mean per-question difference varies by Var/Q if its "
+            f"test outcomes were drawn afresh; averaged over seeds) is estimated at most {arms}; at most, because Var "
+            "also counts how questions differ from one another, which every seed shares, and estimated, because the "
+            "variance between seeds rests on few seeds. The rest is training's seed-to-seed spread. Where the share "
+            "is small, more seeds would narrow the verdicts' intervals and more test questions or test samples per "
+            "question barely would; where it is large, both would."]
 
 
 def _seed_counts(needed: list[tuple[str, int, int]]) -> str:

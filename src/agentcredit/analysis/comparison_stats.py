@@ -61,19 +61,22 @@ def detectable_difference(sd: float, n: int) -> float | None:
     return float(d) * sd
 
 
-def seeds_to_detect(sd: float, delta: float) -> int | None:
-    """The seeds (pairs) a two-sided paired t-test at α = 0.05 needs to detect a true difference of `delta` with
-    80% power when the per-seed differences spread by `sd` (``statsmodels.stats.power.TTestPower``, the noncentral
-    t): what the next comparison must run to tell a difference of the margin from none. 2 when `sd` is 0; None
-    without a spread or a delta."""
-    if sd is None or delta <= 0:
+def seeds_to_detect(sd: float | None, delta: float) -> int | None:
+    """The fewest seeds (pairs) at which a two-sided paired t-test at α = 0.05, before any correction for many arms,
+    detects a true difference of `delta` with 80% power when the per-seed differences spread by `sd`
+    (``statsmodels.stats.power.TTestPower``, the noncentral t). None without a finite spread above 0 or a delta."""
+    if sd is None or not math.isfinite(sd) or sd <= 0 or not math.isfinite(delta) or delta <= 0:
         return None
-    if sd == 0:
-        return 2
     from statsmodels.stats.power import TTestPower
 
-    n = TTestPower().solve_power(effect_size=delta / sd, nobs=None, alpha=0.05, power=0.8, alternative="two-sided")
-    return max(2, math.ceil(float(n) - 1e-9))
+    power, effect = TTestPower(), delta / sd
+    if effect < 2:  # a root finder's ground (beyond an effect of about 5 it returns no root)
+        return max(2, math.ceil(float(power.solve_power(effect_size=effect, nobs=None, alpha=0.05, power=0.8,
+                                                        alternative="two-sided")) - 1e-9))
+    n = 2  # a large effect: a few seeds, counted up
+    while power.power(effect_size=effect, nobs=n, alpha=0.05, alternative="two-sided") < 0.8:
+        n += 1
+    return n
 
 
 BLOCK = 1000  # replicates drawn at once: (BLOCK, Q) indices stay a few MB at Q ≈ 1,000 questions
@@ -241,17 +244,19 @@ def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: lis
 
 
 def question_share(diffs: np.ndarray, sd: float | None) -> float | None:
-    """At most how much of the variance of the per-seed differences (`sd`², seed to seed) the test's own sampling
-    noise gives: a seed's mean over its Q per-question differences varies by Var/Q (ddof 1) if its outcomes were drawn
-    afresh, averaged here over the seeds. An upper bound: Var also counts how the questions differ from one another,
-    which every seed shares (they answer the same questions) and so adds nothing between seeds. The rest, at least,
-    is training's seed-to-seed spread. Capped at 1 (with few seeds the total is itself noisy); None without
-    per-question records, with one seed, or with no spread."""
+    """An estimate of at most how much of the variance of the per-seed differences (`sd`², seed to seed) averages
+    out over test questions (the test's own sampling noise, and how a seed's per-question differences depart from
+    the others'): a seed's mean over its Q per-question differences varies by Var/Q (ddof 1) if its outcomes were
+    drawn afresh, averaged here over the seeds. At most, in expectation, because Var also counts how the questions
+    differ from one another, which every seed shares (they answer the same questions) and so adds nothing between
+    seeds; it assumes outcomes independent across questions. The rest is training's seed-to-seed spread. A rough
+    figure: `sd`² rests on few seeds. Capped at 1; None without per-question records, with one seed, or with no
+    finite spread."""
     diffs = np.asarray(diffs, dtype=float)
-    if sd is None or sd == 0 or diffs.ndim != 2 or diffs.shape[1] < 2:
+    if sd is None or not math.isfinite(sd) or sd <= 0 or diffs.ndim != 2 or diffs.shape[1] < 2:
         return None
     within = float(np.mean(np.var(diffs, axis=1, ddof=1) / diffs.shape[1]))
-    return min(1.0, within / sd ** 2)
+    return min(1.0, within / sd ** 2) if math.isfinite(within) else None
 
 
 def seed_t_interval(per_seed: list[float], level: float) -> tuple[float, float] | None:
