@@ -35,10 +35,6 @@ NOT_IN_A_FILE = {
                                                 "(2026-12-05); its file was measured again",
     ("docs/fidelity.md", "0.07 [0.04, 0.11]"): "the same superseded row",
     ("docs/fidelity.md", "0.53 [0.46, 0.59]"): "the same superseded row",
-    ("docs/fidelity.md", "0.03 [-0.04, 0.12]"): "the untrained head at step 30: computed from that run's turns.jsonl "
-                                                "(the page says how), not written to a file",
-    ("docs/fidelity.md", "0.10 [0.07, 0.14]"): "the same untrained-head row",
-    ("docs/fidelity.md", "−0.06 [−0.15, 0.01]"): "trained − untrained head at step 30, from the same computation",
 }
 
 

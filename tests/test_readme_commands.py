@@ -231,6 +231,9 @@ COMMANDS = {
         "test", "tests/test_world_testbed.py::test_the_testbed_preset_passes_the_world_check"),
     "python scripts/research/critic_probe.py --ckpt <run>/checkpoints/step500.ckpt --n 200 --samples 4": (
         "test", "tests/test_critic_probe.py::test_the_script_prints_its_line_for_the_shipped_base_policy"),
+    "python scripts/research/untrained_head.py docs/results/fidelity/long_turn_critic_step30 --out "
+    "docs/results/fidelity/long_turn_critic_step30/untrained_head": (
+        "test", "tests/test_untrained_head.py::test_the_committed_comparison_regenerates"),
     "python scripts/research/readiness.py --n 200": ("test", "tests/test_scripts.py::test_readiness_prints_both_means_with_counts_and_errors"),
     "python scripts/build_base_policy.py": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
     "python scripts/research/probe_copying.py": ("test", "tests/test_testbed_copy_task.py::test_the_tiny_model_learns_the_fixed_offset_copy"),

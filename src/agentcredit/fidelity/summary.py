@@ -108,13 +108,13 @@ def rollout_figures(table: TurnTable, label: str, draws: np.ndarray) -> dict:
     }
 
 
-def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: float,
-                   reference: str | None) -> dict:
+def within_statistic(table: TurnTable, label: str):
+    """`within(mask)`: the statistic `M.resampled_interval` takes for `label`'s within-rollout ρ on the turns in
+    `mask` (the same figure as `M.within_rollout_spearman`, ranked once for every bootstrap draw)."""
     c, t, r = table.credit[label], table.truth, table.rollout
     keep = M.multi_action(r)
     # Unchanged by resampling questions, so ranked (as tie levels over the whole table) once: ties snapped
     # per rollout first for the deviations, as `within_rollout_spearman` does.
-    level_c, level_t = M.tie_levels(c), M.tie_levels(t)
     dev_c = M.tie_levels(M.rollout_deviations(M.snap_within(c, r), r)[keep])
     dev_t = M.tie_levels(M.rollout_deviations(M.snap_within(t, r), r)[keep])
     at = np.cumsum(keep) - 1  # a kept turn's position among the kept ones
@@ -124,7 +124,14 @@ def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: f
             chosen = at[idx[(keep & mask)[idx]]]
             return M.level_spearman(dev_c[chosen], dev_t[chosen])
         return statistic
+    return within
 
+
+def method_figures(table: TurnTable, label: str, draws: np.ndarray, threshold: float,
+                   reference: str | None) -> dict:
+    c, t, r = table.credit[label], table.truth, table.rollout
+    level_c, level_t = M.tie_levels(c), M.tie_levels(t)  # pooled ranks: unchanged by resampling, so once
+    within = within_statistic(table, label)
     everywhere = np.ones(len(t), dtype=bool)
     figures = {
         "pooled_rho": M.resampled_interval(lambda idx, _copy: M.level_spearman(level_c[idx], level_t[idx]),
