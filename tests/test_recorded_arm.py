@@ -60,3 +60,18 @@ def test_a_secret_behind_an_environment_interpolation_never_reaches_the_name(mon
     monkeypatch.setenv("JUDGE_URL", "https://user:s3c+r3tpassword@host/v1")
     arm = arm_of(monkeypatch, "credit=prover", "judge=openai", "judge.model=m", "judge.base_url=${oc.env:JUDGE_URL}")
     assert "s3c" not in arm and "host" not in arm and "oc.env:JUDGE_URL" in arm, arm
+
+
+def test_the_setting_keys_are_read_as_hydra_parses_them():
+    """`+`, `++`, `~` and `@package` never hide a key; what is not a setting, or not a line Hydra parses, is none."""
+    keys = module.setting_keys(["++credit.K=1", "~credit.fill", "+judge.mode=sign", "judge@judge=random", "train.lr=1e-4",
+                                "seed=2", "trainer.max_steps=5", "credit=trace", "judgement.x=1", "credit.K=="])
+    assert keys == {"++credit.K=1": "credit.K", "~credit.fill": "credit.fill", "+judge.mode=sign": "judge.mode",
+                    "judge@judge=random": "judge", "train.lr=1e-4": "train.lr"}
+
+
+def test_by_the_command_a_prefixed_knob_is_named_by_its_key(monkeypatch, capsys):
+    """The fallback names `++credit.K=1` as `credit.K`, and leaves a judge out for a method that asks none."""
+    monkeypatch.setattr(module, "compose_config", lambda overrides: 1 / 0)
+    assert arm_of(monkeypatch, "credit=trace", "++credit.K=1", "++judge.mode=sign", "judge=random") == "trace+credit.K:1"
+    capsys.readouterr()

@@ -239,7 +239,7 @@ def compare_pair(arm: str, diffs: np.ndarray, arm_acc: list[float], ref_acc: lis
                       detectable=detectable_difference(sd, n) if sd is not None else None,
                       ties=sum(d == 0 for d in per_seed), paired_seeds=tuple(seeds),
                       reference_mean=float(np.mean(ref_acc)), seed_ci=seed_t_interval(per_seed, 1 - alpha),
-                      seeds_for_margin=seeds_to_detect(sd, margin) if sd is not None else None,
+                      seeds_for_margin=seeds_to_detect(sd, margin),
                       question_share=question_share(diffs, sd))
 
 

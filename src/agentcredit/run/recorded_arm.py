@@ -29,10 +29,26 @@ from agentcredit.common.secret_keys import config_for_records
 from agentcredit.run.sweep import job_dirname, task_overrides
 
 
-def _is_setting_key(key: str) -> bool:
-    """An override key that may change the setting: the ones `recorded_arm` checks on the resolved config."""
-    return key in ("judge", "train.lr") or key.startswith(("credit.", "judge.", "+credit.", "++credit.", "~credit.",
-                                                            "+judge.", "++judge.", "~judge."))
+def setting_keys(overrides: list[str]) -> dict[str, str]:
+    """{override: the key it sets} for the overrides that may change the setting (the ones `recorded_arm` checks on
+    the resolved config): a credit knob, the judge or its knobs, the learning rate. Keys as Hydra parses them, so
+    `+`, `++`, `~` and `@package` never hide one."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    keys = {}
+    for override in overrides:
+        try:
+            key = parser.parse_override(override).key_or_group
+        except Exception:  # noqa: BLE001 -- a job's overrides were parsed when it started; a stray line sets nothing
+            continue
+        if key in ("judge", "train.lr") or key.startswith(("credit.", "judge.")):
+            keys[override] = key
+    return keys
+
+
+def _is_judge_key(key: str) -> bool:
+    return key == "judge" or key.startswith("judge.")
 
 
 def asks_judge(cfg: DictConfig) -> bool:
@@ -65,22 +81,23 @@ def arm_name(base: str, changed: Mapping[str, Any]) -> str:
     return job_dirname("+".join([base, *(f"{key}:{changed[key]}" for key in sorted(changed))]))
 
 
-def _by_the_command(overrides: list[str]) -> dict[str, str]:
-    """The setting overrides as typed: the name when the config cannot be composed again. Never an error: a run
-    whose config composed once should not fail over its name (the name may then differ from what the same setting
-    typed otherwise gets, `trace+credit.K:3` beside `trace`)."""
+def _by_the_command(keys: Mapping[str, str]) -> dict[str, str]:
+    """The setting overrides ({override: key}) as typed: the name when the config cannot be composed again. Never
+    an error: a run whose config composed once should not fail over its name (the name may then differ from what
+    the same setting typed otherwise gets, `trace+credit.K:3` beside `trace`). Deletions name nothing."""
     found = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if sep and _is_setting_key(key):
-            found[key.lstrip("+~")] = value
+    for override, key in keys.items():
+        _, sep, value = override.partition("=")
+        if sep:
+            found[key] = value
     return found
 
 
 def recorded_arm(cfg: DictConfig) -> str:
     base = cfg.get("arm") or cfg.credit.name
     overrides = task_overrides()
-    setting = [o for o in overrides if _is_setting_key(o.partition("=")[0])]
+    keys = setting_keys(overrides)
+    setting = list(keys)
     if not setting:
         return base
     judge = asks_judge(cfg)
@@ -97,7 +114,7 @@ def recorded_arm(cfg: DictConfig) -> str:
             own = compose_config([o for o in overrides if o not in setting] + [f"judge={kind}"])
             changed |= _changed(setting_leaves(own, True), setting_leaves(cfg, True))
     except Exception as error:  # noqa: BLE001 -- see _by_the_command
-        name = arm_name(base, _by_the_command(setting if judge else [o for o in setting if "judge" not in o]))
+        name = arm_name(base, _by_the_command({o: k for o, k in keys.items() if judge or not _is_judge_key(k)}))
         print(f"[agentcredit] warning: the arm is named by the command as typed ({name}): its config could not be "
               f"composed again without the setting's overrides ({type(error).__name__})", file=sys.stderr, flush=True)
         return name
