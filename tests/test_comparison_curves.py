@@ -45,3 +45,23 @@ def test_runs_without_validation_outcomes_leave_the_report_as_it_was():
     assert "Held-out learning curves" in markdown_report([SEED0, SEED1])
     single = _run(0, {0: [0, 1, 0, 0]})  # one validation: no window
     assert "| grpo | – | – | – | no two validations 100 steps apart |" in curve_lines({"grpo": [single]})
+
+
+def _rewards(seed: int, rewards: list[float], arm: str = "grpo") -> Run:
+    return Run(f"{seed}_job", arm, seed, {"test/accuracy": 0.5}, {s: {"train/reward": r} for s, r in enumerate(rewards)})
+
+
+def test_the_closing_reward_trend_by_hand():
+    from agentcredit.analysis.comparison_curves import reward_trend, reward_trend_lines
+
+    # rewards 0.5 at steps 0-1, then 0.10, 0.12, 0.17 at steps 2-4: over the last 3 steps the least-squares slope
+    # is Σ(x − 3)(y − 0.13) / Σ(x − 3)² = (−1 · −0.03 + 1 · 0.04) / 2 = 0.035 a step: 3.5 per 100 steps
+    run = _rewards(0, [0.5, 0.5, 0.10, 0.12, 0.17])
+    assert abs(reward_trend(run, last=3) - 3.5) < 1e-9
+    assert reward_trend(run, last=6) is None  # fewer logged steps than the window: no trend
+    falling = _rewards(1, [0.5, 0.5, 0.17, 0.12, 0.10])  # slope −0.035 a step: −3.5
+    # seeds +3.5 and −3.5: mean 0, sd 4.9497, t(0.975, 1) = 12.7062, half-width 12.7062 · 4.9497 / √2 = 44.472
+    lines = reward_trend_lines({"grpo": [run, falling], "short": [_rewards(0, [0.1])]}, last=3)
+    assert "| grpo | 2 | +0.000 [-44.472, +44.472] | 1 of 2 |" in lines
+    assert not any(line.startswith("| short") for line in lines)  # an arm with no run long enough has no row
+    assert reward_trend_lines({"short": [_rewards(0, [0.1])]}, last=3) == []  # and no arm: no section

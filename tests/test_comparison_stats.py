@@ -259,6 +259,7 @@ COMMITTED = {"compare_long": ["compare_long"],
              "compare_long_gigpo_gamma1": ["compare_long_gigpo_gamma1", "compare_long"],
              "compare_long_vs_grpo": ["compare_long", "--reference", "grpo"],  # the verdicts against plain GRPO
              "compare_long_gigpo_gamma1_vs_grpo": ["compare_long_gigpo_gamma1", "compare_long", "--reference", "grpo"],
+             "compare_long_gigpo_gamma1_vs_gigpo": ["compare_long_gigpo_gamma1", "compare_long", "--reference", "gigpo"],
              # the tuned comparison as far as it has run (docs/tuning.md, "Across sessions"), with its gains over the base policy
              "compare_long_tuned": ["compare_long_tuned", "--base-policy", "base_policy_long"],
              # the same against tuned GRPO, which trains at the credit arms' learning rate (docs/tuning.md)
@@ -276,7 +277,7 @@ def test_committed_report_regenerates_byte_for_byte(name, tmp_path):
 
     main = runpy.run_path(str(ROOT / "scripts" / "compare.py"))["main"]
     results = ROOT / "docs" / "results"
-    argv = [a if a.startswith("-") or a in ("grpo", "grpo_tuned") else str(results / a) for a in COMMITTED[name]]
+    argv = [a if a.startswith("-") or a in ("grpo", "grpo_tuned", "gigpo") else str(results / a) for a in COMMITTED[name]]
     assert main([*argv, "--out", str(tmp_path)]) == 0
     assert (tmp_path / "compare.md").read_text() == (results / name / "compare.md").read_text()
 

@@ -158,6 +158,9 @@ COMMANDS = {
     "python scripts/compare.py docs/results/compare_long_gigpo_gamma1 docs/results/compare_long --reference grpo "
     "--out docs/results/compare_long_gigpo_gamma1_vs_grpo": (
         "test", "tests/test_comparison_stats.py::test_committed_report_regenerates_byte_for_byte"),
+    "python scripts/compare.py docs/results/compare_long_gigpo_gamma1 docs/results/compare_long --reference gigpo "
+    "--out docs/results/compare_long_gigpo_gamma1_vs_gigpo": (
+        "test", "tests/test_comparison_stats.py::test_committed_report_regenerates_byte_for_byte"),
     # the long base policy on the test split, on its first 2 questions (a later n= wins)
     "python scripts/evaluate.py experiment=compare_long_tuned arm=grpo_tuned split=test seed=0 "
     "hydra.run.dir=outputs/eval/base_policy_long_test": (FAST, ["n=2"]),

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from agentcredit.analysis.comparison_base import BasePolicy, base_policy_lines
-from agentcredit.analysis.comparison_curves import curve_lines
+from agentcredit.analysis.comparison_curves import curve_lines, reward_trend_lines
 from agentcredit.analysis.comparison_format import points, points_cell, points_interval
 from agentcredit.analysis.comparison_runs import (  # noqa: F401  (re-exported: the comparison's one import)
     STEP_COLUMNS,
@@ -479,6 +479,7 @@ def markdown_report(runs: list[Run], settings: VerdictSettings | None = None, ba
     if base is not None:
         lines += base_policy_lines(arms, base, settings.alpha, settings.n_boot, settings.seed)
     lines += curve_lines(arms)  # nothing for runs that kept no validation outcomes
+    lines += reward_trend_lines(arms)  # nothing for runs shorter than its window
     lines += critic_fit_lines(arms)  # nothing unless an arm trained a learned critic
     return "\n".join(lines) + "\n"
 

@@ -8,6 +8,12 @@ questions every `val_check_interval` steps (`val_outcomes/step<NNNNNN>.jsonl`, e
 binomial standard error), and its flattening step is the pilot's (the first window start from which no window
 rises). The last window's gain is also given as a mean over seeds with its 95% t-interval, since one run's window
 is noisy (a 200-question validation has a standard error of about 3.5 points).
+
+A second view from training itself: the slope of each run's train/reward over its last `REWARD_TREND_STEPS`
+logged steps (a least-squares line, scipy.stats.linregress), per 100 steps, as a mean over seeds with its 95%
+t-interval. It pools every training rollout of those steps (at least 50 × 32 on the long preset, 4 questions × 8
+rollouts a step, where a validation is 200 rollouts), but each step trains on its own questions, so it mixes learning with the questions'
+difficulty; it is read beside the validation windows, not instead of them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from agentcredit.analysis.comparison_stats import mean_ci
 from agentcredit.analysis.pilot import Curve, curve, validations
 
 SPAN = 100  # the pilot's window (docs/tuning.md)
+REWARD_TREND_STEPS = 50  # the closing steps a run's reward trend is fitted over: half the pilot's window
 
 
 def run_curve(run: Run, span: int = SPAN) -> Curve | None:
@@ -69,3 +76,33 @@ def curve_lines(arms: dict[str, list[Run]], span: int = SPAN) -> list[str]:
         window = ", ".join(f"{a} → {b}" for a, b in ends)
         lines.append(f"| {arm} | {window} | {gain} | {flat} of {len(ended)} | {flat_from} |")
     return lines
+
+
+def reward_trend(run: Run, last: int = REWARD_TREND_STEPS) -> float | None:
+    """The slope of a least-squares line through the run's train/reward over its last `last` logged steps, in
+    reward per 100 steps; None for a run that logged fewer steps."""
+    points = run.series("train/reward")[-last:]
+    if len(points) < max(last, 2):
+        return None
+    from scipy.stats import linregress
+
+    steps, rewards = zip(*points)
+    return 100 * float(linregress(steps, rewards).slope)
+
+
+def reward_trend_lines(arms: dict[str, list[Run]], last: int = REWARD_TREND_STEPS) -> list[str]:
+    """The report's section: each arm's closing reward trend, mean over seeds with its 95% t-interval."""
+    rows = []
+    for arm, runs in arms.items():
+        slopes = [v for v in (reward_trend(r, last) for r in runs) if v is not None]
+        if not slopes:
+            continue
+        mean, half = mean_ci(slopes)
+        cell = f"{mean:+.3f}" + ("" if half is None else f" [{mean - half:+.3f}, {mean + half:+.3f}]")
+        rows.append(f"| {arm} | {len(slopes)} | {cell} | {sum(v > 0 for v in slopes)} of {len(slopes)} |")
+    if not rows:
+        return []
+    return ["", f"Was training reward still rising? The slope of a least-squares line through each run's train/reward "
+            f"over its last {last} logged steps, in reward per 100 steps (mean over seeds, 95% t); each step's rollouts "
+            "answer that step's own training questions:", "",
+            "| arm | seeds | slope per 100 steps | runs with a rising slope |", "|---|---|---|---|", *rows]
