@@ -52,16 +52,27 @@ def _rewards(seed: int, rewards: list[float], arm: str = "grpo") -> Run:
 
 
 def test_the_closing_reward_trend_by_hand():
+    import pytest
+
     from agentcredit.analysis.comparison_curves import reward_trend, reward_trend_lines
 
-    # rewards 0.5 at steps 0-1, then 0.10, 0.12, 0.17 at steps 2-4: over the last 3 steps the least-squares slope
-    # is Σ(x − 3)(y − 0.13) / Σ(x − 3)² = (−1 · −0.03 + 1 · 0.04) / 2 = 0.035 a step: 3.5 per 100 steps
+    # rewards 0.5 at steps 0-1, then 0.10, 0.12, 0.17 at steps 2-4. The second half of 5 steps is the last 3 (rounded
+    # up): slope Σ(x − 3)(y − 0.13) / Σ(x − 3)² = (−1 · −0.03 + 1 · 0.04) / 2 = 0.035 a step, 3.5 per 100 steps.
     run = _rewards(0, [0.5, 0.5, 0.10, 0.12, 0.17])
-    assert abs(reward_trend(run, last=3) - 3.5) < 1e-9
-    assert reward_trend(run, last=6) is None  # fewer logged steps than the window: no trend
-    falling = _rewards(1, [0.5, 0.5, 0.17, 0.12, 0.10])  # slope −0.035 a step: −3.5
-    # seeds +3.5 and −3.5: mean 0, sd 4.9497, t(0.975, 1) = 12.7062, half-width 12.7062 · 4.9497 / √2 = 44.472
-    lines = reward_trend_lines({"grpo": [run, falling], "short": [_rewards(0, [0.1])]}, last=3)
-    assert "| grpo | 2 | +0.000 [-44.472, +44.472] | 1 of 2 |" in lines
+    assert abs(reward_trend(run, 0.5) - 3.5) < 1e-9
+    # the whole run: x̄ = 2, ȳ = 0.278; Σ(x − 2)(y − ȳ) = −2·0.222 − 0.222 + 0 − 0.158 − 2·0.108 = −1.04 over
+    # Σ(x − 2)² = 10: −0.104 a step
+    assert abs(reward_trend(run, 1.0) - -10.4) < 1e-9
+    assert reward_trend(run, 0.25) is None  # 2 steps: fewer than MIN_TREND_STEPS, no slope
+    with pytest.raises(ValueError, match="share must be in"):
+        reward_trend(run, 0)
+    falling = _rewards(1, [0.5, 0.5, 0.17, 0.12, 0.10])  # second half −3.5; whole run (−0.444 − 0.222 + 0 − 0.158 − 0.356)/10
+    assert abs(reward_trend(falling, 1.0) - -11.8) < 1e-9
+    # whole run: seeds −10.4 and −11.8, mean −11.1, sd 1.4/√2, t(0.975, 1) = 12.7062: half-width 12.7062 · 0.7 = 8.894;
+    # second half: seeds +3.5 and −3.5, mean 0, sd 4.9497, half-width 12.7062 · 4.9497 / √2 = 44.472; 1 of 2 rose
+    shares = ((1.0, "whole run"), (0.5, "second half"))
+    lines = reward_trend_lines({"grpo": [run, falling], "short": [_rewards(0, [0.1, 0.2])]}, shares)
+    assert "| arm | seeds | slope, whole run | slope, second half | runs rising over the second half |" in lines
+    assert "| grpo | 2 | -11.100 [-19.994, -2.206] | +0.000 [-44.472, +44.472] | 1 of 2 |" in lines
     assert not any(line.startswith("| short") for line in lines)  # an arm with no run long enough has no row
-    assert reward_trend_lines({"short": [_rewards(0, [0.1])]}, last=3) == []  # and no arm: no section
+    assert reward_trend_lines({"short": [_rewards(0, [0.1, 0.2])]}, shares) == []  # and no arm: no section

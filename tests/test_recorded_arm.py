@@ -75,3 +75,7 @@ def test_by_the_command_a_prefixed_knob_is_named_by_its_key(monkeypatch, capsys)
     monkeypatch.setattr(module, "compose_config", lambda overrides: 1 / 0)
     assert arm_of(monkeypatch, "credit=trace", "++credit.K=1", "++judge.mode=sign", "judge=random") == "trace+credit.K:1"
     capsys.readouterr()
+    # a judge chosen with a package is still the judge (a hand-kept prefix list missed `judge@judge`); a deletion
+    # names nothing, though Hydra lets it carry the value it deletes
+    keys = module.setting_keys(["credit.K=1", "~credit.alpha_turn=0.2", "~credit.fill", "judge@judge=random"])
+    assert module._by_the_command(keys) == {"credit.K": "1", "judge": "random"}

@@ -4,6 +4,7 @@ committed step-30 table."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import shutil
 from pathlib import Path
@@ -57,12 +58,25 @@ def test_the_committed_comparison_regenerates(tmp_path, monkeypatch, untrained_h
         assert (tmp_path / name).read_text() == (committed / name).read_text(), name
 
 
+def _without_turns(record: dict) -> dict:
+    for rollout in record["rollouts"]:
+        for key in ("kinds", "values", "truth", "turns", "observations"):
+            rollout[key] = []
+        rollout["truth_halves"], rollout["credit"] = [[], []], {m: [] for m in rollout["credit"]}
+    return record
+
+
 def test_bad_input_is_one_line(tmp_path):
     shutil.copy(FIDELITY / "long_base" / "turns.jsonl", tmp_path / "turns.jsonl")
+    no_turns = tmp_path / "no_turns"
+    no_turns.mkdir()
+    first = json.loads((tmp_path / "turns.jsonl").read_text().splitlines()[0])
+    (no_turns / "turns.jsonl").write_text(json.dumps(_without_turns(first)) + "\n")
     for args, says in (([str(tmp_path / "missing")], "is not a file"),
                        ([str(tmp_path), "--method", "nope"], "has no column 'nope'"),
                        ([str(tmp_path), "--gamma", "1.5"], "must lie in [0, 1]"),
-                       ([str(tmp_path), "--gamma", "nan"], "must lie in [0, 1]")):
+                       ([str(tmp_path), "--gamma", "nan"], "must lie in [0, 1]"),
+                       ([str(no_turns)], "holds no complete record with a turn")):
         done = cli(SCRIPT, *args, "--out", str(tmp_path / "out"), cwd=ROOT)
         assert done.returncode == 2 and says in done.stderr, (args, done.stderr)
         assert not (tmp_path / "out").exists()

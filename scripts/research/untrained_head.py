@@ -6,10 +6,10 @@
 An untrained head (V = 0) gives the turn critic's credit with every value zero: GAE over the turns of the
 stored rewards alone (`credit.critic.turn_gae`, γ and λ as given), whitened over each question's group: the
 method's form when the step-30 table was measured (`credit.whiten=group`; it reproduces long_base's stored
-`turn_critic` column, an untrained head at the base policy, to 2e-7). This script computes that credit for every stored rollout and measures it as the instrument
-measures a method (`fidelity.summary.method_figures`: the same 95% bootstrap draws over questions), beside the
-trained head's stored column, with the paired difference of their within-rollout ρ (trained − untrained, on the
-same draws). It writes untrained_head.json and untrained_head.md into `--out`; it needs no model.
+`turn_critic` column, an untrained head at the base policy, to 2e-7). This script computes that credit for every
+stored rollout and measures it as the instrument measures a method (`fidelity.summary.method_figures`: the same 95%
+bootstrap draws over questions), beside the trained head's stored column, with the paired difference of their
+within-rollout ρ (trained − untrained, on the same draws). It writes untrained_head.json and untrained_head.md into `--out`; it needs no model.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     if not turns.is_file():
         parser.error(f"{turns} is not a file (scripts/credit_fidelity.py writes turns.jsonl into its output folder)")
     records = read_records(turns)
-    if not records:
-        parser.error(f"{turns} holds no complete record")
+    if not any(rollout["truth"] for record in records for rollout in record["rollouts"]):
+        parser.error(f"{turns} holds no complete record with a turn")
     if args.method not in records[0]["methods"]:
         parser.error(f"{turns} has no column {args.method!r}; it has {', '.join(records[0]['methods'])}")
     result = compare_heads(with_untrained(records, args.gamma, args.lam), args.method, args.bootstrap)

@@ -9,21 +9,27 @@ binomial standard error), and its flattening step is the pilot's (the first wind
 rises). The last window's gain is also given as a mean over seeds with its 95% t-interval, since one run's window
 is noisy (a 200-question validation has a standard error of about 3.5 points).
 
-A second view from training itself: the slope of each run's train/reward over its last `REWARD_TREND_STEPS`
-logged steps (a least-squares line, scipy.stats.linregress), per 100 steps, as a mean over seeds with its 95%
-t-interval. It pools every training rollout of those steps (at least 50 × 32 on the long preset, 4 questions × 8
-rollouts a step, where a validation is 200 rollouts), but each step trains on its own questions, so it mixes learning with the questions'
-difficulty; it is read beside the validation windows, not instead of them.
+A second view from training itself: the slope of a least-squares line (scipy.stats.linregress) through each run's
+train/reward over the second half of its logged steps and over the last quarter, in reward per 100 steps, as a mean
+over seeds with its 95% t-interval. Why these windows: a run's slope over 50 steps has a standard error near 0.2 a
+100 steps on the long preset, larger than the slopes it asks about; half a run is long enough to see them, and the
+last quarter says whether the rise was slowing. Each step answers its own training questions, and the arms of one
+seed answer the same ones in the same order, so a hard stretch of questions lowers every arm of that seed at once:
+read the slopes across seeds (the interval), not as agreement across arms.
 """
 
 from __future__ import annotations
+
+import math
 
 from agentcredit.analysis.comparison_runs import Run
 from agentcredit.analysis.comparison_stats import mean_ci
 from agentcredit.analysis.pilot import Curve, curve, validations
 
 SPAN = 100  # the pilot's window (docs/tuning.md)
-REWARD_TREND_STEPS = 50  # the closing steps a run's reward trend is fitted over: half the pilot's window
+# The closing shares of a run's logged steps its reward trend is fitted over, with their names in the report.
+REWARD_TREND_SHARES = ((0.5, "second half"), (0.25, "last quarter"))
+MIN_TREND_STEPS = 3  # fewer logged steps in a window give no slope
 
 
 def run_curve(run: Run, span: int = SPAN) -> Curve | None:
@@ -78,11 +84,14 @@ def curve_lines(arms: dict[str, list[Run]], span: int = SPAN) -> list[str]:
     return lines
 
 
-def reward_trend(run: Run, last: int = REWARD_TREND_STEPS) -> float | None:
-    """The slope of a least-squares line through the run's train/reward over its last `last` logged steps, in
-    reward per 100 steps; None for a run that logged fewer steps."""
-    points = run.series("train/reward")[-last:]
-    if len(points) < max(last, 2):
+def reward_trend(run: Run, share: float) -> float | None:
+    """The slope of a least-squares line through the run's train/reward over the last `share` (0 < share ≤ 1) of its
+    logged steps (rounded up), in reward per 100 steps; None when that leaves fewer than `MIN_TREND_STEPS`."""
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share}")
+    points = run.series("train/reward")
+    points = points[len(points) - math.ceil(share * len(points)):]
+    if len(points) < MIN_TREND_STEPS:
         return None
     from scipy.stats import linregress
 
@@ -90,19 +99,30 @@ def reward_trend(run: Run, last: int = REWARD_TREND_STEPS) -> float | None:
     return 100 * float(linregress(steps, rewards).slope)
 
 
-def reward_trend_lines(arms: dict[str, list[Run]], last: int = REWARD_TREND_STEPS) -> list[str]:
-    """The report's section: each arm's closing reward trend, mean over seeds with its 95% t-interval."""
+def _slope_cell(slopes: list[float]) -> str:
+    if not slopes:
+        return "–"
+    mean, half = mean_ci(slopes)
+    return f"{mean:+.3f}" + ("" if half is None else f" [{mean - half:+.3f}, {mean + half:+.3f}]")
+
+
+def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES) -> list[str]:
+    """The report's section: each arm's reward trend over each closing share of its runs, mean over seeds with its
+    95% t-interval, and how many runs rose over the last share."""
     rows = []
     for arm, runs in arms.items():
-        slopes = [v for v in (reward_trend(r, last) for r in runs) if v is not None]
-        if not slopes:
+        slopes = [[v for v in (reward_trend(r, share) for r in runs) if v is not None] for share, _ in shares]
+        if not any(slopes):
             continue
-        mean, half = mean_ci(slopes)
-        cell = f"{mean:+.3f}" + ("" if half is None else f" [{mean - half:+.3f}, {mean + half:+.3f}]")
-        rows.append(f"| {arm} | {len(slopes)} | {cell} | {sum(v > 0 for v in slopes)} of {len(slopes)} |")
+        last = slopes[-1]
+        rows.append(f"| {arm} | {max(map(len, slopes))} | " + " | ".join(map(_slope_cell, slopes)) +
+                    f" | {sum(v > 0 for v in last)} of {len(last)} |")
     if not rows:
         return []
-    return ["", f"Was training reward still rising? The slope of a least-squares line through each run's train/reward "
-            f"over its last {last} logged steps, in reward per 100 steps (mean over seeds, 95% t); each step's rollouts "
-            "answer that step's own training questions:", "",
-            "| arm | seeds | slope per 100 steps | runs with a rising slope |", "|---|---|---|---|", *rows]
+    names = [name for _, name in shares]
+    return ["", "Was training reward still rising? The slope of a least-squares line through each run's train/reward "
+            f"over the {' and over the '.join(names)} of its logged steps, in reward per 100 steps (mean over seeds, "
+            "95% t). Each step's rollouts answer that step's own training questions, the same ones for every arm of "
+            "a seed, so a hard stretch of questions lowers all arms of that seed together:", "",
+            "| arm | seeds | " + " | ".join(f"slope, {n}" for n in names) + f" | runs rising over the {names[-1]} |",
+            "|---|---|" + "---|" * len(names) + "---|", *rows]

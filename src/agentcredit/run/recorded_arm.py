@@ -88,7 +88,7 @@ def _by_the_command(keys: Mapping[str, str]) -> dict[str, str]:
     found = {}
     for override, key in keys.items():
         _, sep, value = override.partition("=")
-        if sep:
+        if sep and not override.lstrip().startswith("~"):  # `~credit.x=0.2` deletes the key that has 0.2
             found[key] = value
     return found
 
