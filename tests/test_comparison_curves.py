@@ -66,6 +66,11 @@ def test_the_closing_reward_trend_by_hand():
     assert reward_trend(run, 0.25) is None  # 2 steps: fewer than MIN_TREND_STEPS, no slope
     with pytest.raises(ValueError, match="share must be in"):
         reward_trend(run, 0)
+    # the window is a share of the steps' span, not of the logged points: steps 0-9 (reward 0) and 90-99 (reward 0.5)
+    # logged, the last 75% is steps 25-99, so the flat ten of 90-99 (slope 0), not the last 15 of 20 points (5-9 too)
+    steps = {s: {"train/reward": 0.0 if s < 10 else 0.5} for s in [*range(10), *range(90, 100)]}
+    gappy = Run("gap", "grpo", 0, {"test/accuracy": 0.5}, steps)
+    assert abs(reward_trend(gappy, 0.75)) < 1e-12 and reward_trend(gappy, 1.0) > 0.5
     falling = _rewards(1, [0.5, 0.5, 0.17, 0.12, 0.10])  # second half −3.5; whole run (−0.444 − 0.222 + 0 − 0.158 − 0.356)/10
     assert abs(reward_trend(falling, 1.0) - -11.8) < 1e-9
     # whole run: seeds −10.4 and −11.8, mean −11.1, sd 1.4/√2, t(0.975, 1) = 12.7062: half-width 12.7062 · 0.7 = 8.894;
@@ -75,4 +80,7 @@ def test_the_closing_reward_trend_by_hand():
     assert "| arm | seeds | slope, whole run | slope, second half | runs rising over the second half |" in lines
     assert "| grpo | 2 | -11.100 [-19.994, -2.206] | +0.000 [-44.472, +44.472] | 1 of 2 |" in lines
     assert not any(line.startswith("| short") for line in lines)  # an arm with no run long enough has no row
+    # seed 0: +3.5 (grpo; the short arm has no slope), seed 1: −3.5
+    assert lines[-1] == "The second half's slope averaged over the arms of each seed: seed 0 +3.500 (1 arm), " \
+                        "seed 1 -3.500 (1 arm)."
     assert reward_trend_lines({"short": [_rewards(0, [0.1, 0.2])]}, shares) == []  # and no arm: no section

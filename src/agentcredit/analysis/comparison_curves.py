@@ -13,7 +13,8 @@ A second view from training itself: the slope of a least-squares line (scipy.sta
 train/reward over the second half of its logged steps and over the last quarter, in reward per 100 steps, as a mean
 over seeds with its 95% t-interval. Why these windows: a run's slope over 50 steps has a standard error near 0.2 a
 100 steps on the long preset, larger than the slopes it asks about; half a run is long enough to see them, and the
-last quarter says whether the rise was slowing. Each step answers its own training questions, and the arms of one
+last quarter asks whether the runs still rose at their end, with less power (it lies inside the second half, so the
+two columns are not a test of slowing). Each step answers its own training questions, and the arms of one
 seed answer the same ones in the same order, so a hard stretch of questions lowers every arm of that seed at once:
 read the slopes across seeds (the interval), not as agreement across arms.
 """
@@ -85,12 +86,17 @@ def curve_lines(arms: dict[str, list[Run]], span: int = SPAN) -> list[str]:
 
 
 def reward_trend(run: Run, share: float) -> float | None:
-    """The slope of a least-squares line through the run's train/reward over the last `share` (0 < share ≤ 1) of its
-    logged steps (rounded up), in reward per 100 steps; None when that leaves fewer than `MIN_TREND_STEPS`."""
+    """The slope of a least-squares line through the run's train/reward over the last `share` (0 < share ≤ 1) of the
+    span of steps it logged (first to last step; the share's step count rounded up), in reward per 100 steps; None
+    when fewer than `MIN_TREND_STEPS` logged steps fall in it."""
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share}")
     points = run.series("train/reward")
-    points = points[len(points) - math.ceil(share * len(points)):]
+    if not points:
+        return None
+    first, last = points[0][0], points[-1][0]
+    start = last + 1 - math.ceil(round(share * (last - first + 1), 9))  # rounded: 0.7 · 10 is 7.000000000000001
+    points = [(step, reward) for step, reward in points if step >= start]
     if len(points) < MIN_TREND_STEPS:
         return None
     from scipy.stats import linregress
@@ -120,9 +126,17 @@ def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES) -
     if not rows:
         return []
     names = [name for _, name in shares]
+    # The arms of a seed answer one question stream: each seed's mean over its arms shows that shared stretch.
+    by_seed: dict[int, list[float]] = {}
+    for runs in arms.values():
+        for run in runs:
+            if (slope := reward_trend(run, shares[-1][0])) is not None:
+                by_seed.setdefault(run.seed, []).append(slope)
+    per_seed = ", ".join(f"seed {seed} {sum(v) / len(v):+.3f} ({len(v)} arm{'s' * (len(v) != 1)})" for seed, v in sorted(by_seed.items()))
     return ["", "Was training reward still rising? The slope of a least-squares line through each run's train/reward "
             f"over the {' and over the '.join(names)} of its logged steps, in reward per 100 steps (mean over seeds, "
             "95% t). Each step's rollouts answer that step's own training questions, the same ones for every arm of "
             "a seed, so a hard stretch of questions lowers all arms of that seed together:", "",
             "| arm | seeds | " + " | ".join(f"slope, {n}" for n in names) + f" | runs rising over the {names[-1]} |",
-            "|---|---|" + "---|" * len(names) + "---|", *rows]
+            "|---|---|" + "---|" * len(names) + "---|", *rows,
+            "", f"The {names[-1]}'s slope averaged over the arms of each seed: {per_seed}."]
