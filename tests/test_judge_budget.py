@@ -83,13 +83,15 @@ def test_client_retries_count_inside_the_budget(serve):
     verify = make_segment_verifier(openai_judge(server, timeout_s=0.4), step_budget_s=None)
     t0 = time.monotonic()
     _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
-    assert logs["judge_failure"] == 1.0 and len(server.requests) == 3  # 1 + max_retries tries of 0.4 s
+    # At most 1 + max_retries tries of 0.4 s reach the server (the client's own retries would add more); on a loaded
+    # machine a try can expire before its request is read, so fewer may: the count is a bound, not a tally.
+    assert logs["judge_failure"] == 1.0 and 1 <= len(server.requests) <= 3
     assert time.monotonic() - t0 < 3.0
     server.requests.clear()
     verify = make_segment_verifier(openai_judge(server, timeout_s=0.4), step_budget_s=0.6)
     t0 = time.monotonic()
     _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
-    assert logs["budget_exhausted"] == 1.0 and len(server.requests) == 2 and time.monotonic() - t0 < 1.5
+    assert logs["budget_exhausted"] == 1.0 and 1 <= len(server.requests) <= 2 and time.monotonic() - t0 < 1.5
 
 
 def test_default_judge_configs_cap_replies_and_set_a_budget():
