@@ -9,7 +9,8 @@ method's form when the step-30 table was measured (`credit.whiten=group`; it rep
 `turn_critic` column, an untrained head at the base policy, to 2e-7). This script computes that credit for every
 stored rollout and measures it as the instrument measures a method (`fidelity.summary.method_figures`: the same 95%
 bootstrap draws over questions), beside the trained head's stored column, with the paired difference of their
-within-rollout ρ (trained − untrained, on the same draws). It writes untrained_head.json and untrained_head.md into `--out`; it needs no model.
+within-rollout ρ (trained − untrained, on the same draws). It writes untrained_head.json and untrained_head.md
+into `--out`; it needs no model.
 """
 
 from __future__ import annotations

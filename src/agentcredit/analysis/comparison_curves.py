@@ -116,8 +116,13 @@ def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES) -
     """The report's section: each arm's reward trend over each closing share of its runs, mean over seeds with its
     95% t-interval, and how many runs rose over the last share."""
     rows = []
+    by_seed: dict[int, list[float]] = {}  # the arms of a seed answer one question stream: its mean shows that stretch
     for arm, runs in arms.items():
-        slopes = [[v for v in (reward_trend(r, share) for r in runs) if v is not None] for share, _ in shares]
+        trends = [[reward_trend(r, share) for share, _ in shares] for r in runs]  # (runs, shares), each fitted once
+        slopes = [[t[i] for t in trends if t[i] is not None] for i in range(len(shares))]
+        for run, t in zip(runs, trends):
+            if t[-1] is not None:
+                by_seed.setdefault(run.seed, []).append(t[-1])
         if not any(slopes):
             continue
         last = slopes[-1]
@@ -126,13 +131,8 @@ def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES) -
     if not rows:
         return []
     names = [name for _, name in shares]
-    # The arms of a seed answer one question stream: each seed's mean over its arms shows that shared stretch.
-    by_seed: dict[int, list[float]] = {}
-    for runs in arms.values():
-        for run in runs:
-            if (slope := reward_trend(run, shares[-1][0])) is not None:
-                by_seed.setdefault(run.seed, []).append(slope)
-    per_seed = ", ".join(f"seed {seed} {sum(v) / len(v):+.3f} ({len(v)} arm{'s' * (len(v) != 1)})" for seed, v in sorted(by_seed.items()))
+    per_seed = ", ".join(f"seed {seed} {sum(v) / len(v):+.3f} ({len(v)} arm{'s' * (len(v) != 1)})"
+                         for seed, v in sorted(by_seed.items()))
     return ["", "Was training reward still rising? The slope of a least-squares line through each run's train/reward "
             f"over the {' and over the '.join(names)} of its logged steps, in reward per 100 steps (mean over seeds, "
             "95% t). Each step's rollouts answer that step's own training questions, the same ones for every arm of "
