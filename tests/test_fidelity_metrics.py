@@ -183,6 +183,20 @@ def test_per_rollout_figures_in_the_table_by_hand():
     assert "| m | " in table_md and "| -0.25 (2) | 0.67 (2/3) |" in table_md
 
 
+def test_a_question_without_turns_is_counted_first_or_last():
+    """Three records, one of them with no turns: three questions to draw from wherever it stands, its sums 0."""
+    from agentcredit.fidelity import summary as S
+
+    empty = {"methods": ["m"], "rollouts": [], "cost": three_rollout_records()[0]["cost"]}
+    for records, sums_wanted in ((three_rollout_records() + [empty], [0.5, -1.0, 0.0]),
+                                 ([empty] + three_rollout_records(), [0.0, 0.5, -1.0])):
+        table = S.TurnTable.from_records(records)
+        rho = M.rollout_agreement(table.credit["m"], table.truth, table.rollout)
+        sums, counts = S.per_rollout_question(table, rho.rho, rho.kept)
+        assert table.n_questions == 3 and sums.tolist() == pytest.approx(sums_wanted)
+        assert counts.tolist() == [0.0 if s == 0.0 else 1.0 for s in sums_wanted]
+
+
 def test_ranks_from_tie_levels_by_hand_and_against_a_sort():
     assert M.level_ranks(np.array([0, 1, 1, 2])).tolist() == [1, 2.5, 2.5, 4]
     # a subset with a missing level: counts (1, 0, 2), ranks below (0, 1, 1)

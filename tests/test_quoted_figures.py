@@ -7,9 +7,9 @@ A result file (a report or a JSON; not the hand-written docs/results/README.md, 
 an interval as `x [lo, hi]` or `x ± h` (reports), as {value or mean, lo, hi} or as a list [x, lo, hi] (JSON). Dated
 log entries (a paragraph opening
 `**2026-12-07, 09:45.**`) give the figures of their time and are not checked; the few figures measured without a
-committed output are listed below, each with why. Every page is held to its `x ± h` figures as well (not yet to a
-`%` between the two, `22.4% ± 3.1`), but the three pages of PLUS_MINUS_FROM_LOGS, whose `±` figures come from logs
-of earlier builds and readiness checks that were not kept.
+committed output are listed below, each with why. Every page is held to its `x ± h` figures as well (with a unit
+between, `22.4% ± 3.1`), but the three pages of PLUS_MINUS_FROM_LOGS, whose `±` figures come from logs of earlier
+builds and readiness checks that were not kept.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PLUS_MINUS_FROM_LOGS = {
 NUMBER = r"[+\-−–]?\d+(?:\.\d+)?"
 # `x [lo, hi]`, across a line break, with a unit between (`42.3% [39.2, 45.3]`, `+2.8 points [2.2, 3.5]`)
 INTERVAL = re.compile(rf"(?<![\w.])({NUMBER})(?:%| points)?\s+\[({NUMBER}),\s+({NUMBER})\]")
-PLUS_MINUS = re.compile(rf"(?<![\w.])({NUMBER})\s+±\s+({NUMBER})")
+PLUS_MINUS = re.compile(rf"(?<![\w.])({NUMBER})(?:%| points)?\s+±\s+({NUMBER})")
 DATED = re.compile(r"\*\*\d{4}-\d{2}-\d{2}, \d{2}:\d{2}\.\*\*")
 
 # (page, figure as quoted): why no committed file holds it.
@@ -162,3 +162,10 @@ def test_a_figure_is_found_across_a_line_break_with_its_unit_and_an_en_dash(tmp_
     figures = quoted_intervals(page)
     assert figures == ["42.3% [39.2, 45.3]", "+2.8 points [2.2, 3.5]", "–1.0 [–1.5, –0.5]"]
     assert held(figures[2], [(-1.04, -1.46, -0.5)]) and not held(figures[2], [(1.0, 1.5, 0.5)])
+
+
+def test_a_plus_minus_with_its_unit_between_is_checked(tmp_path):
+    """By hand: 22.4% ± 3.1 is the interval 22.4 [19.3, 25.5]; +2.0 points ± 0.55 is 2.00 [1.45, 2.55]."""
+    page = tmp_path / "page.md"
+    page.write_text("at 22.4% ± 3.1 and +2.0 points ± 0.55\n", encoding="utf-8")
+    assert quoted_plus_minus(page) == ["22.4 [19.3, 25.5]", "2.00 [1.45, 2.55]"]

@@ -35,7 +35,8 @@ FIGURES = ("pooled_rho", "within_rho", "sign_agreement", "pair_concordance", "us
 
 @dataclass
 class TurnTable:
-    """Flat per-turn arrays over all questions (question = position of its record, 0..Q−1)."""
+    """Flat per-turn arrays over all questions (question = position of its record, 0..Q−1). `n_questions` counts
+    the records, so a question whose rollouts took no turn is still drawn by the bootstrap, wherever it stands."""
 
     question: np.ndarray
     rollout: np.ndarray
@@ -44,6 +45,7 @@ class TurnTable:
     failed: np.ndarray
     kind: np.ndarray
     credit: dict[str, np.ndarray]
+    n_questions: int
 
     @classmethod
     def from_records(cls, records: list[dict]) -> "TurnTable":
@@ -67,11 +69,7 @@ class TurnTable:
         return cls(np.array(cols["question"], dtype=np.int64), np.array(cols["rollout"], dtype=np.int64),
                    np.array(cols["truth"], float), (np.array(cols["a"], float), np.array(cols["b"], float)),
                    np.array(cols["failed"], bool), np.array(cols["kind"], dtype=object),
-                   {label: np.array(v, float) for label, v in credit.items()})
-
-    @property
-    def n_questions(self) -> int:
-        return int(self.question.max()) + 1 if len(self.question) else 0
+                   {label: np.array(v, float) for label, v in credit.items()}, len(records))
 
     def rollout_question(self) -> np.ndarray:
         """(R,) the question of each rollout that took a turn, in order of rollout id."""

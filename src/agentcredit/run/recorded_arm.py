@@ -104,7 +104,8 @@ def recorded_arm(cfg: DictConfig) -> str:
     try:
         # Composed without the setting overrides: what the same command trains when it changes nothing.
         default = compose_config([o for o in overrides if o not in setting])
-        changed = _changed(setting_leaves(default, False), setting_leaves(cfg, False))
+        now = setting_leaves(cfg, judge)
+        changed = _changed(setting_leaves(default, False), {k: v for k, v in now.items() if not _is_judge_key(k)})
         if judge:
             # The judge by its kind, then its knobs against that kind's own defaults (`judge=random` and
             # `judge.kind=random` are one judge; a random judge's `mode` is not a change of the heuristic's).
@@ -112,7 +113,7 @@ def recorded_arm(cfg: DictConfig) -> str:
             if kind != plain(default.get("judge") or {}).get("kind"):
                 changed["judge"] = kind
             own = compose_config([o for o in overrides if o not in setting] + [f"judge={kind}"])
-            changed |= _changed(setting_leaves(own, True), setting_leaves(cfg, True))
+            changed |= _changed(setting_leaves(own, True), now)
     except Exception as error:  # noqa: BLE001 -- see _by_the_command
         name = arm_name(base, _by_the_command({o: k for o, k in keys.items() if judge or not _is_judge_key(k)}))
         print(f"[agentcredit] warning: the arm is named by the command as typed ({name}): its config could not be "
