@@ -7,13 +7,13 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 import yaml
 
 from agentcredit.run.joblib_launcher import dead_worker_lines
+from test_preemption import joblib_sweep_in_its_first_jobs, killed_with_its_workers
 from test_sweep_progress import _job  # a job folder with its overrides and step times
 from tiny_runs import ROOT, TINY, trained_steps
 
@@ -40,28 +40,17 @@ def test_the_lines_name_the_exit_codes_each_job_and_the_command(tmp_path):
 
 
 def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command_finishes_it(tmp_path):
-    sweep = tmp_path / "sweep"
-    shrink = [o for o in TINY if o != "logger=none"] + ["logger=csv", "trainer.max_steps=30", "trainer.val_check_interval=30",
-                                                         "data.n_test=0"]
-    args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2", f"hydra.sweep.dir={sweep}",
-            "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *shrink]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
-    running = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Returned with jobs 0 and 1 both saved mid-way and job 2 not started (retried where the machine ran them apart).
+    sweep, _, env, running = joblib_sweep_in_its_first_jobs(
+        tmp_path, ["trainer.max_steps=30", "trainer.val_check_interval=30", "data.n_test=0"], seeds=3)
     try:
-        deadline = time.monotonic() + 300
-        # Both jobs past a step whose last.ckpt is written: a step's metrics row is on disk a moment before its
-        # checkpoint, and a kill in between would leave a job with nothing to continue from (seen once in CI).
-        while not all(trained_steps(job) and (job / "checkpoints" / "last.ckpt").is_file()
-                      for job in (sweep / "0_seed0", sweep / "1_seed1")):
-            assert running.poll() is None and time.monotonic() < deadline, running.communicate()
-            time.sleep(0.2)
         workers = [c for c in psutil.Process(running.pid).children() if "loky" in " ".join(c.cmdline())
                    and "resource_tracker" not in " ".join(c.cmdline())]
         workers[0].kill()  # SIGKILL, as the out-of-memory killer sends it
         out, err = running.communicate(timeout=300)
     finally:
-        running.kill()
+        if running.poll() is None:
+            killed_with_its_workers(running)
     assert running.returncode == 1, out[-3000:] + err[-3000:]
     assert "Traceback" not in err and "TerminatedWorkerError" not in out + err, err[-3000:]
     assert "a worker process of the sweep died (exit codes {SIGKILL(-9)}" in out

@@ -34,17 +34,20 @@ def group():
 
 def test_a_hanging_judge_costs_the_step_its_budget_not_minutes(serve, capsys):
     server = serve("hang")
-    verify = make_segment_verifier(openai_judge(server), step_budget_s=1.0)
+    # A 2 s budget: enough for the second step's one round trip on a loaded machine.
+    verify = make_segment_verifier(openai_judge(server), step_budget_s=2.0)
     worker = FakeWorker({0: [0.0, 0.0], 1: [1.0, 1.0], 2: [1.0, 1.0]})
     t0 = time.monotonic()
     logs = [verify(group(), QUESTION, worker, KNOBS)[1] for _ in range(4)]  # four eligible groups in one step
     elapsed = time.monotonic() - t0
-    assert elapsed < 3.0, elapsed  # was 4 x 3 tries x 60 s
+    assert elapsed < 8.0, elapsed  # one budget, not 4 x 3 tries x 60 s
     assert [entry["budget_exhausted"] for entry in logs] == [1.0, 1.0, 1.0, 1.0]
     assert [entry["judge_failure"] for entry in logs] == [0.0, 0.0, 0.0, 0.0]  # a budget cut is not a judge failure
-    assert len(server.requests) == 1  # the first call used the whole budget; the others never asked
+    # The first call used the whole budget; the others never asked (under load the server may not have read even the
+    # first request before the budget ran out, so at most one).
+    assert len(server.requests) <= 1
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("WARNING: ")]
-    assert len(warnings) == 1 and "judge.step_budget_s=1) is spent" in warnings[0], warnings  # one per step
+    assert len(warnings) == 1 and "judge.step_budget_s=2) is spent" in warnings[0], warnings  # one per step
 
     verify.start_step()  # the next step has its budget again
     server.release.set()
@@ -59,17 +62,18 @@ def test_a_slow_drip_reply_is_cut_at_the_budget_and_never_used(serve):
     (issue 30, item 5: 60 s against judge.step_budget_s=20, and the reply then used)."""
     import threading
 
-    server = serve(("drip", answer(0, 0), 0.05))  # about 8 s for the whole body
-    verify = make_segment_verifier(openai_judge(server), step_budget_s=1.0)
+    server = serve(("drip", answer(0, 0), 0.25))  # about 40 s for the whole body
+    verify = make_segment_verifier(openai_judge(server), step_budget_s=2.0)
     worker = FakeWorker({0: [0.0, 0.0], 1: [1.0, 1.0], 2: [1.0, 1.0]})
     threads = threading.active_count()
     t0 = time.monotonic()
     segment, logs = verify(group(), QUESTION, worker, KNOBS)
     elapsed = time.monotonic() - t0
-    assert 0.9 < elapsed < 1.6, elapsed  # the budget, not the reply's 8 s
+    assert 1.9 < elapsed < 8.0, elapsed  # the budget, not the reply's 40 s
     assert segment is None and logs["budget_exhausted"] == 1.0 and logs["verified"] == 0.0  # GRPO credit
-    assert len(server.requests) == 1 and 0 < server.dripped < len(json.dumps(answer(0, 0)))  # cut mid-reply
-    for _ in range(40):  # the abandoned request stops reading at its deadline: its thread ends, the server sees it
+    # Cut mid-reply: the 2 s budget leaves the server time to read the request and send its first bytes.
+    assert len(server.requests) == 1 and 0 < server.dripped < len(json.dumps(answer(0, 0)))
+    for _ in range(100):  # the abandoned request stops reading at its deadline: its thread ends, the server sees it
         if threading.active_count() <= threads and server.hung_up:
             break
         time.sleep(0.1)
@@ -85,13 +89,14 @@ def test_client_retries_count_inside_the_budget(serve):
     _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
     # At most 1 + max_retries tries of 0.4 s reach the server (the client's own retries would add more); on a loaded
     # machine a try can expire before its request is read, so fewer may: the count is a bound, not a tally.
-    assert logs["judge_failure"] == 1.0 and 1 <= len(server.requests) <= 3
-    assert time.monotonic() - t0 < 3.0
-    server.requests.clear()
+    assert logs["judge_failure"] == 1.0 and len(server.requests) <= 3
+    assert time.monotonic() - t0 < 3 * 0.4 + 4.0  # three tries, not three tries of 60 s
+    # A fresh server: a request of the first part read late would be counted in the second.
+    server = serve("hang")
     verify = make_segment_verifier(openai_judge(server, timeout_s=0.4), step_budget_s=0.6)
     t0 = time.monotonic()
     _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
-    assert logs["budget_exhausted"] == 1.0 and 1 <= len(server.requests) <= 2 and time.monotonic() - t0 < 1.5
+    assert logs["budget_exhausted"] == 1.0 and len(server.requests) <= 2 and time.monotonic() - t0 < 0.6 + 4.0
 
 
 def test_default_judge_configs_cap_replies_and_set_a_budget():

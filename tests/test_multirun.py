@@ -14,7 +14,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def job_dirs(sweep_dir):
-    return sorted(p for p in sweep_dir.iterdir() if p.is_dir())
+    """The sweep's job folders: not the plots/ folder test_plot draws into the shared sweep."""
+    return sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name != "plots")
 
 
 def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):

@@ -172,7 +172,8 @@ def test_hanging_server_times_out_into_judge_failure(serve):
     with pytest.raises(JudgeError, match="timeout_s=0.5"):
         judge_for(server, timeout_s=0.5).propose(context())
     segment, logs = make_segment_verifier(judge_for(server, timeout_s=0.5))(group(), QUESTION, FakeWorker({}), {})
-    assert segment is None and logs["judge_failure"] == 1.0 and logs["time/judge_s"] < 5
+    # The 0.5 s timeout, not minutes: the bound leaves room for a loaded machine.
+    assert segment is None and logs["judge_failure"] == 1.0 and logs["time/judge_s"] < 30
 
 
 def test_last_round_offers_no_tools_and_a_judge_that_keeps_calling_fails(serve):

@@ -185,10 +185,12 @@ def test_a_preempted_command_exits_143_with_one_line_and_no_traceback(tmp_path):
 
 
 # ---------------------------------------------------------------- a sweep whose jobs run in worker processes (joblib)
-def test_the_sweep_process_passes_a_sigterm_on_to_its_workers_and_marks_the_folder(tmp_path):
+def test_the_sweep_process_passes_a_sigterm_on_to_its_workers_and_marks_the_folder(tmp_path, monkeypatch):
     import subprocess
     import sys
     import time
+
+    import psutil
 
     from agentcredit.run import preemption
     from agentcredit.run.sweep import STOP_MARK, pass_sigterm_to_workers, stop_requested
@@ -203,6 +205,11 @@ def test_the_sweep_process_passes_a_sigterm_on_to_its_workers_and_marks_the_fold
         while not (tmp_path / "ready").exists():
             assert worker.poll() is None
             time.sleep(0.05)
+        # The handler runs in this test process: of its children it may signal only the one started here, not
+        # what other tests in this process left running (a reusable joblib pool, a multiprocessing manager).
+        children = psutil.Process.children
+        monkeypatch.setattr(psutil.Process, "children", lambda self, *a, **k: [
+            c for c in children(self, *a, **k) if c.pid == worker.pid])
         before = preemption.PROGRESS
         preemption.PROGRESS = preemption.SweepProgress()
         try:
@@ -316,14 +323,17 @@ def killed_with_its_workers(sweep_process) -> tuple[str, str]:
     return sweep_process.communicate(timeout=60)
 
 
-def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempts: int = 3):
-    """A sweep of seeds 0-3 on two joblib workers, started as a command and returned once both workers have trained a
-    step of their first job and neither has finished it, nor a third job started: (sweep folder, its arguments,
-    environment, process). The caller kills the process.
+def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempts: int = 3, seeds: int = 4):
+    """A sweep of seeds 0..`seeds`-1 on two joblib workers, started as a command and returned once both workers have
+    trained and saved a step of their first job, neither is within 4 steps of its end, and no third job has started:
+    (sweep folder, its arguments, environment, process). The caller kills the process.
 
     On a loaded machine one worker can start so late that the other has finished its first job, and taken the next,
     before this sees both at work (a fresh-clone CI run saw all four jobs run): the tests' scenario, a signal while
-    jobs 0 and 1 run, never happened. Such a try is killed and the sweep started again in a new folder."""
+    jobs 0 and 1 run, never happened. Such a try is killed and the sweep started again in a new folder. A step's
+    metrics row is on disk a moment before its checkpoint, so both are waited for (a kill in between would leave a
+    job with nothing to continue from; seen once in CI); the 4 steps' margin keeps a job from ending between this
+    return and the caller's signal."""
     import subprocess
     import sys
     import time
@@ -331,7 +341,7 @@ def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempt
     max_steps = int([o for o in overrides if o.startswith("trainer.max_steps=")][-1].split("=")[1])
     for attempt in range(attempts):
         sweep = tmp_path / ("sweep" if attempt == 0 else f"sweep_try{attempt}")
-        args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", "seed=0,1,2,3",
+        args = ["-m", "hydra/launcher=joblib_workers", "hydra.launcher.n_jobs=2", f"seed={','.join(map(str, range(seeds)))}",
                 f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.num}_seed${seed}", *SHORT, *overrides]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
         # Ctrl-C as a command started from a terminal gets it: a shell's background job (`make test-slow &`) ignores
@@ -341,12 +351,13 @@ def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempt
                                          start_new_session=True,
                                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 300
-        while not all(trained_steps(sweep / f"{n}_seed{n}") for n in (0, 1)):
+        while not all(trained_steps(sweep / f"{n}_seed{n}") and (sweep / f"{n}_seed{n}" / "checkpoints" / "last.ckpt").is_file()
+                      for n in (0, 1)):
             if sweep_process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the sweep did not reach both first jobs: {killed_with_its_workers(sweep_process)}")
             time.sleep(0.1)
-        first_jobs_running = all(trained_steps(sweep / f"{n}_seed{n}") < max_steps for n in (0, 1))
-        if first_jobs_running and not any((sweep / f"{n}_seed{n}").exists() for n in (2, 3)):
+        first_jobs_running = all(trained_steps(sweep / f"{n}_seed{n}") < max_steps - 4 for n in (0, 1))
+        if first_jobs_running and not any((sweep / f"{n}_seed{n}").exists() for n in range(2, seeds)):
             return sweep, args, env, sweep_process
         killed_with_its_workers(sweep_process)
     pytest.fail(f"in {attempts} tries the machine never ran jobs 0 and 1 side by side before a third job started")

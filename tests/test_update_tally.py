@@ -1,8 +1,5 @@
 """The step's loss is a token-mean over every process's tokens, not each process's own (lit/update.py)."""
 
-import os
-import socket
-
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -49,23 +46,17 @@ def test_the_gradient_equals_the_whole_step_token_mean():
     assert float(sum(grads) / 2) == pytest.approx(float(whole))  # DDP's average of the two processes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _denominators_on_rank(rank: int, port: int, out) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
+def _denominators_on_rank(rank: int, store: str, out) -> None:
+    # A file store, not a TCP port: a port found free can be taken by a parallel test before gloo binds it.
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
         out[rank] = step_denominators([30, 10][rank], [4, 6][rank], world_size=2)
     finally:
         torch.distributed.destroy_process_group()
 
 
-def test_two_gloo_processes_agree_on_the_step_totals():
+def test_two_gloo_processes_agree_on_the_step_totals(tmp_path):
     with mp.Manager() as manager:
         out = manager.dict()
-        mp.spawn(_denominators_on_rank, args=(_free_port(), out), nprocs=2, join=True)
+        mp.spawn(_denominators_on_rank, args=(str(tmp_path / "store"), out), nprocs=2, join=True)
         assert dict(out) == {0: (20.0, 5.0), 1: (20.0, 5.0)}  # (30 + 10) / 2 tokens, (4 + 6) / 2 rollouts
