@@ -111,14 +111,23 @@ def isolated_wandb(monkeypatch, tmp_path):
 
 
 def files_holding(folder, value: str) -> list[str]:
-    return [str(p) for p in folder.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
+    found = []
+    for p in folder.rglob("*"):
+        try:
+            if p.is_file() and value.encode() in p.read_bytes():
+                found.append(str(p))
+        except FileNotFoundError:  # a temporary file of wandb's writer, gone since the listing
+            pass
+    return found
 
 
 def wait_for_wandb(folder) -> None:
-    for _ in range(60):  # wandb's writer process may still be flushing on a busy machine
+    """Until the run's wandb file is written: a grep of a folder without it would pass whatever it should find."""
+    for _ in range(240):  # wandb's writer process may still be flushing on a busy machine
         if list(folder.rglob("run-*.wandb")) and all(p.stat().st_size for p in folder.rglob("run-*.wandb")):
             return
         time.sleep(0.5)
+    pytest.fail(f"no non-empty run-*.wandb under {folder} after 120 s")
 
 
 PROVER_OPENAI = ["credit=prover", "judge=openai", "judge.model=m", "judge.base_url=http://127.0.0.1:9/v1",
