@@ -40,7 +40,8 @@ def test_a_hanging_judge_costs_the_step_its_budget_not_minutes(serve, capsys):
     t0 = time.monotonic()
     logs = [verify(group(), QUESTION, worker, KNOBS)[1] for _ in range(4)]  # four eligible groups in one step
     elapsed = time.monotonic() - t0
-    assert elapsed < 8.0, elapsed  # one budget, not 4 x 3 tries x 60 s
+    # One budget, not 4 x 3 tries x 60 s, nor a budget per call (4 x 2 s); and the budget was waited out.
+    assert 1.9 < elapsed < 6.0, elapsed
     assert [entry["budget_exhausted"] for entry in logs] == [1.0, 1.0, 1.0, 1.0]
     assert [entry["judge_failure"] for entry in logs] == [0.0, 0.0, 0.0, 0.0]  # a budget cut is not a judge failure
     # The first call used the whole budget; the others never asked (under load the server may not have read even the
@@ -62,14 +63,14 @@ def test_a_slow_drip_reply_is_cut_at_the_budget_and_never_used(serve):
     (issue 30, item 5: 60 s against judge.step_budget_s=20, and the reply then used)."""
     import threading
 
-    server = serve(("drip", answer(0, 0), 0.25))  # about 40 s for the whole body
+    server = serve(("drip", answer(0, 0), 0.25))  # about 80 s for the whole body
     verify = make_segment_verifier(openai_judge(server), step_budget_s=2.0)
     worker = FakeWorker({0: [0.0, 0.0], 1: [1.0, 1.0], 2: [1.0, 1.0]})
     threads = threading.active_count()
     t0 = time.monotonic()
     segment, logs = verify(group(), QUESTION, worker, KNOBS)
     elapsed = time.monotonic() - t0
-    assert 1.9 < elapsed < 8.0, elapsed  # the budget, not the reply's 40 s
+    assert 1.9 < elapsed < 8.0, elapsed  # the budget, not the reply's 80 s
     assert segment is None and logs["budget_exhausted"] == 1.0 and logs["verified"] == 0.0  # GRPO credit
     # Cut mid-reply: the 2 s budget leaves the server time to read the request and send its first bytes.
     assert len(server.requests) == 1 and 0 < server.dripped < len(json.dumps(answer(0, 0)))
@@ -96,7 +97,7 @@ def test_client_retries_count_inside_the_budget(serve):
     verify = make_segment_verifier(openai_judge(server, timeout_s=0.4), step_budget_s=0.6)
     t0 = time.monotonic()
     _, logs = verify(group(), QUESTION, FakeWorker({}), KNOBS)
-    assert logs["budget_exhausted"] == 1.0 and len(server.requests) <= 2 and time.monotonic() - t0 < 0.6 + 4.0
+    assert logs["budget_exhausted"] == 1.0 and len(server.requests) <= 2 and 0.55 < time.monotonic() - t0 < 0.6 + 4.0
 
 
 def test_default_judge_configs_cap_replies_and_set_a_budget():

@@ -35,8 +35,8 @@ class ScriptedServer:
                 server.requests.append(body)
                 server.auth.append(self.headers.get("Authorization", ""))
                 reply = server.replies.pop(0) if len(server.replies) > 1 else server.replies[0]
-                if reply == "hang":
-                    server.release.wait(10)
+                if reply == "hang":  # longer than any bound a test puts on a hang; close() releases it
+                    server.release.wait(120)
                     return
                 drip = reply[2] if isinstance(reply, tuple) and reply[0] == "drip" else None
                 reply = reply[1] if drip else reply

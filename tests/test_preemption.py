@@ -283,8 +283,9 @@ def test_a_stop_mark_written_by_hand_ends_a_joblib_sweep_with_its_jobs_states_no
     try:
         (sweep / "stopped_by_sigterm").write_text("by hand\n")
         out, err = sweep_process.communicate(timeout=300)
-    finally:
-        sweep_process.kill()
+    except BaseException:  # the sweep's whole session, its workers too, not only its own process
+        killed_with_its_workers(sweep_process)
+        raise
     assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
     assert "all jobs ran" not in out
     summary = out[out.index("sweep stopped by the mark in its folder (stopped_by_sigterm)"):]
@@ -372,8 +373,9 @@ def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_ot
     try:  # the helper returns with jobs 0 and 1 running and no other started
         sweep_process.send_signal(signal.SIGUSR1)
         out, err = sweep_process.communicate(timeout=300)
-    finally:
-        sweep_process.kill()
+    except BaseException:  # the sweep's whole session, its workers too, not only its own process
+        killed_with_its_workers(sweep_process)
+        raise
     assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     summary = out[out.index("sweep drained by SIGUSR1"):]
@@ -405,8 +407,9 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
         else:
             os.killpg(sweep_process.pid, signal.SIGINT)  # the terminal's foreground group: this sweep's processes
         out, err = sweep_process.communicate(timeout=300)
-    finally:
-        sweep_process.kill()
+    except BaseException:  # the sweep's whole session, its workers too, not only its own process
+        killed_with_its_workers(sweep_process)
+        raise
     assert sweep_process.returncode == (143 if how == "kill" else 130), out[-3000:] + err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     summary = out[out.index(f"sweep stopped by {'SIGTERM' if how == 'kill' else 'Ctrl-C'}"):]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,22 +114,28 @@ def isolated_wandb(monkeypatch, tmp_path):
 
 def files_holding(folder, value: str) -> list[str]:
     found = []
-    for p in folder.rglob("*"):
-        try:
-            if p.is_file() and value.encode() in p.read_bytes():
-                found.append(str(p))
-        except FileNotFoundError:  # a temporary file of wandb's writer, gone since the listing
-            pass
+    for root, _, names in os.walk(folder):  # (os.walk passes over a folder that vanishes while it lists)
+        for name in names:
+            try:
+                if value.encode() in (Path(root) / name).read_bytes():
+                    found.append(str(Path(root) / name))
+            except FileNotFoundError:  # a temporary file of wandb's writer, gone since the listing
+                pass
     return found
 
 
-def wait_for_wandb(folder) -> None:
-    """Until the run's wandb file is written: a grep of a folder without it would pass whatever it should find."""
+def wait_for_wandb(folder, runs: int = 1) -> None:
+    """Until `runs` wandb files are written under `folder`, none empty: a grep of a folder without one would pass
+    whatever it should find."""
     for _ in range(240):  # wandb's writer process may still be flushing on a busy machine
-        if list(folder.rglob("run-*.wandb")) and all(p.stat().st_size for p in folder.rglob("run-*.wandb")):
-            return
+        try:
+            files = list(folder.rglob("run-*.wandb"))
+            if len(files) >= runs and all(p.stat().st_size for p in files):
+                return
+        except FileNotFoundError:  # a folder or file renamed while it was listed: look again
+            pass
         time.sleep(0.5)
-    pytest.fail(f"no non-empty run-*.wandb under {folder} after 120 s")
+    pytest.fail(f"fewer than {runs} non-empty run-*.wandb under {folder} after 120 s")
 
 
 PROVER_OPENAI = ["credit=prover", "judge=openai", "judge.model=m", "judge.base_url=http://127.0.0.1:9/v1",
@@ -148,7 +156,7 @@ def test_grep_a_sweep_and_its_wandb_folders_for_the_secret(tmp_path, isolated_wa
     with contextlib.redirect_stdout(io.StringIO()) as out:
         hydra_cli("-m", *TINY, *PROVER_OPENAI, "seed=0,1", f"hydra.sweep.dir={tmp_path}/sweep")
     sweep = tmp_path / "sweep"
-    wait_for_wandb(sweep)
+    wait_for_wandb(sweep, runs=2)
     jobs = [p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(jobs) == 2 and all(list((j / "wandb").glob("offline-run-*")) for j in jobs)
     assert files_holding(sweep, SECRET) == [] and files_holding(tmp_path / "wandb_home", SECRET) == []
