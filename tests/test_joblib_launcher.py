@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agentcredit.run.joblib_launcher import dead_worker_lines
-from test_preemption import joblib_sweep_in_its_first_jobs, killed_with_its_workers
+from test_preemption import joblib_sweep_in_its_first_jobs, killed_if_it_fails
 from test_sweep_progress import _job  # a job folder with its overrides and step times
 from tiny_runs import ROOT, TINY, trained_steps
 
@@ -43,16 +43,11 @@ def test_a_worker_killed_mid_job_ends_the_sweep_in_lines_and_the_printed_command
     # Returned with jobs 0 and 1 both saved mid-way and job 2 not started (retried where the machine ran them apart).
     sweep, _, env, running = joblib_sweep_in_its_first_jobs(
         tmp_path, ["trainer.max_steps=30", "trainer.val_check_interval=30", "data.n_test=0"], seeds=3)
-    done = False
-    try:
+    with killed_if_it_fails(running):
         workers = [c for c in psutil.Process(running.pid).children() if "loky" in " ".join(c.cmdline())
                    and "resource_tracker" not in " ".join(c.cmdline())]
         workers[0].kill()  # SIGKILL, as the out-of-memory killer sends it
         out, err = running.communicate(timeout=300)
-        done = True
-    finally:
-        if not done:  # the sweep's whole session, its workers too, not only its own process
-            killed_with_its_workers(running)
     assert running.returncode == 1, out[-3000:] + err[-3000:]
     assert "Traceback" not in err and "TerminatedWorkerError" not in out + err, err[-3000:]
     assert "a worker process of the sweep died (exit codes {SIGKILL(-9)}" in out

@@ -3,6 +3,7 @@ and exits 143; under -m the sweep stops with a summary of every job's fate and e
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -280,12 +281,9 @@ def test_a_stop_mark_written_by_hand_ends_a_joblib_sweep_with_its_jobs_states_no
     # 24 steps: room for the second worker to start while the first is still in its first job, under load too
     sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=24",
                                                                                "trainer.val_check_interval=24"])
-    try:
+    with killed_if_it_fails(sweep_process):
         (sweep / "stopped_by_sigterm").write_text("by hand\n")
         out, err = sweep_process.communicate(timeout=300)
-    except BaseException:  # the sweep's whole session, its workers too, not only its own process
-        killed_with_its_workers(sweep_process)
-        raise
     assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
     assert "all jobs ran" not in out
     summary = out[out.index("sweep stopped by the mark in its folder (stopped_by_sigterm)"):]
@@ -322,6 +320,17 @@ def killed_with_its_workers(sweep_process) -> tuple[str, str]:
     except ProcessLookupError:  # every process of the group has ended already
         pass
     return sweep_process.communicate(timeout=60)
+
+
+@contextlib.contextmanager
+def killed_if_it_fails(sweep_process):
+    """Around a test's talk with a sweep started in a session of its own: on any failure inside (a timeout, an
+    assertion, Ctrl-C) the whole session is killed, its joblib workers too, not only the sweep's process."""
+    try:
+        yield
+    except BaseException:
+        killed_with_its_workers(sweep_process)
+        raise
 
 
 def joblib_sweep_in_its_first_jobs(tmp_path: Path, overrides: list[str], attempts: int = 3, seeds: int = 4):
@@ -370,12 +379,9 @@ def test_sigusr1_to_a_joblib_sweep_lets_its_workers_jobs_finish_and_starts_no_ot
     # 24 steps: room for the second worker to start while the first is still in its first job, under load too
     sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(tmp_path, ["trainer.max_steps=24",
                                                                                "trainer.val_check_interval=24"])
-    try:  # the helper returns with jobs 0 and 1 running and no other started
+    with killed_if_it_fails(sweep_process):  # the helper returns with jobs 0 and 1 running and no other started
         sweep_process.send_signal(signal.SIGUSR1)
         out, err = sweep_process.communicate(timeout=300)
-    except BaseException:  # the sweep's whole session, its workers too, not only its own process
-        killed_with_its_workers(sweep_process)
-        raise
     assert sweep_process.returncode == 1, out[-3000:] + err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     summary = out[out.index("sweep drained by SIGUSR1"):]
@@ -401,15 +407,12 @@ def test_sigterm_to_a_joblib_sweep_stops_its_workers_jobs_saved_and_the_rest_not
 
     sweep, args, env, sweep_process = joblib_sweep_in_its_first_jobs(
         tmp_path, ["trainer.max_steps=40", "trainer.val_check_interval=40", "data.n_test=0"])
-    try:
+    with killed_if_it_fails(sweep_process):
         if how == "kill":
             sweep_process.send_signal(signal.SIGTERM)
         else:
             os.killpg(sweep_process.pid, signal.SIGINT)  # the terminal's foreground group: this sweep's processes
         out, err = sweep_process.communicate(timeout=300)
-    except BaseException:  # the sweep's whole session, its workers too, not only its own process
-        killed_with_its_workers(sweep_process)
-        raise
     assert sweep_process.returncode == (143 if how == "kill" else 130), out[-3000:] + err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     summary = out[out.index(f"sweep stopped by {'SIGTERM' if how == 'kill' else 'Ctrl-C'}"):]

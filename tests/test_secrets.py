@@ -115,10 +115,10 @@ def isolated_wandb(monkeypatch, tmp_path):
 def files_holding(folder, value: str) -> list[str]:
     found = []
     for root, _, names in os.walk(folder):  # (os.walk passes over a folder that vanishes while it lists)
-        for name in names:
+        for path in (Path(root) / name for name in names):
             try:
-                if value.encode() in (Path(root) / name).read_bytes():
-                    found.append(str(Path(root) / name))
+                if value.encode() in path.read_bytes():
+                    found.append(str(path))
             except FileNotFoundError:  # a temporary file of wandb's writer, gone since the listing
                 pass
     return found
