@@ -75,12 +75,41 @@ def test_the_closing_reward_trend_by_hand():
     assert abs(reward_trend(falling, 1.0) - -11.8) < 1e-9
     # whole run: seeds −10.4 and −11.8, mean −11.1, sd 1.4/√2, t(0.975, 1) = 12.7062: half-width 12.7062 · 0.7 = 8.894;
     # second half: seeds +3.5 and −3.5, mean 0, sd 4.9497, half-width 12.7062 · 4.9497 / √2 = 44.472; 1 of 2 rose
-    shares = ((1.0, "whole run"), (0.5, "second half"))
-    lines = reward_trend_lines({"grpo": [run, falling], "short": [_rewards(0, [0.1, 0.2])]}, shares)
-    assert "| arm | seeds | slope, whole run | slope, second half | runs rising over the second half |" in lines
-    assert "| grpo | 2 | -11.100 [-19.994, -2.206] | +0.000 [-44.472, +44.472] | 1 of 2 |" in lines
+    shares, first_half = ((1.0, "whole run"), (0.5, "second half")), (1.0, 0.5, "first half")
+    lines = reward_trend_lines({"grpo": [run, falling], "short": [_rewards(0, [0.1, 0.2])]}, shares, first_half)
+    assert "| arm | seeds | slope, whole run | slope, second half | runs rising over the second half | " \
+           "second half − first half |" in lines
+    # the first half of 5 steps is steps 0-1 (the second half took 3): 2 points, no slope, no slowing
+    assert "| grpo | 2 | -11.100 [-19.994, -2.206] | +0.000 [-44.472, +44.472] | 1 of 2 | – |" in lines
     assert not any(line.startswith("| short") for line in lines)  # an arm with no run long enough has no row
     # seed 0: +3.5 (grpo; the short arm has no slope), seed 1: −3.5
     assert lines[-1] == "The second half's slope averaged over the arms of each seed: seed 0 +3.500 (1 arm), " \
                         "seed 1 -3.500 (1 arm)."
-    assert reward_trend_lines({"short": [_rewards(0, [0.1, 0.2])]}, shares) == []  # and no arm: no section
+    assert reward_trend_lines({"short": [_rewards(0, [0.1, 0.2])]}, shares, first_half) == []  # no arm: no section
+
+
+def test_the_slowing_of_the_reward_trend_by_hand():
+    import pytest
+
+    from agentcredit.analysis.comparison_curves import reward_trend, reward_trend_lines
+
+    # 8 steps: the first half is steps 0-3, the second 4-7. grpo seed 0 rises 0.1 a step, then stays: 10 then 0 per
+    # 100 steps, slowing −10; grpo seed 1 stays, then rises 0.1 a step: +10; trace seed 0 stays, then rises 0.2: +20.
+    grpo0 = _rewards(0, [0.0, 0.1, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3])
+    grpo1 = _rewards(1, [0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 0.2, 0.3])
+    trace0 = _rewards(0, [0.0, 0.0, 0.0, 0.0, 0.0, 0.2, 0.4, 0.6], arm="trace")
+    assert abs(reward_trend(grpo0, 1.0, until=0.5) - 10) < 1e-9 and abs(reward_trend(grpo0, 0.5)) < 1e-9
+    # the third quarter of 8 steps is steps 4-5: 2 points, no slope
+    assert reward_trend(grpo0, 0.5, until=0.25) is None
+    with pytest.raises(ValueError, match="until must be in"):
+        reward_trend(grpo0, 0.5, until=0.5)
+    shares, first_half = ((0.5, "second half"),), (1.0, 0.5, "first half")
+    lines = reward_trend_lines({"grpo": [grpo0, grpo1], "trace": [trace0]}, shares, first_half)
+    # grpo: −10 and +10, mean 0, sd 14.142, half-width t(0.975, 1) · 14.142 / √2 = 127.062
+    assert "| grpo | 2 | +5.000 [-58.531, +68.531] | 1 of 2 | +0.000 [-127.062, +127.062] |" in lines
+    assert "| trace | 1 | +20.000 | 1 of 1 | +20.000 |" in lines
+    # seed 0: (−10 + 20) / 2 = +5, seed 1: +10; over seeds 7.5, sd 3.5355, half-width 12.7062 · 3.5355 / √2 = 31.766
+    assert lines[-1] == "The second half's slope minus the first half's, averaged over the arms of each seed: " \
+                        "seed 0 +5.000, seed 1 +10.000; over seeds +7.500 [-24.266, +39.266] (95% t over 2 seeds)."
+    one_seed = reward_trend_lines({"grpo": [grpo0]}, shares, first_half)
+    assert one_seed[-1].endswith("seed 0 -10.000; one seed, no interval over seeds.")
