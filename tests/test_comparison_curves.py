@@ -75,11 +75,11 @@ def test_the_closing_reward_trend_by_hand():
     assert abs(reward_trend(falling, 1.0) - -11.8) < 1e-9
     # whole run: seeds −10.4 and −11.8, mean −11.1, sd 1.4/√2, t(0.975, 1) = 12.7062: half-width 12.7062 · 0.7 = 8.894;
     # second half: seeds +3.5 and −3.5, mean 0, sd 4.9497, half-width 12.7062 · 4.9497 / √2 = 44.472; 1 of 2 rose
-    shares, first_half = ((1.0, "whole run"), (0.5, "second half")), (1.0, 0.5, "first half")
+    shares, first_half = ((1.0, "whole run"), (0.5, "second half")), "first half"
     lines = reward_trend_lines({"grpo": [run, falling], "short": [_rewards(0, [0.1, 0.2])]}, shares, first_half)
     assert "| arm | seeds | slope, whole run | slope, second half | runs rising over the second half | " \
            "second half − first half |" in lines
-    # the first half of 5 steps is steps 0-1 (the second half took 3): 2 points, no slope, no slowing
+    # the second half of 5 steps is steps 2-4: no 3 steps before it, no slowing
     assert "| grpo | 2 | -11.100 [-19.994, -2.206] | +0.000 [-44.472, +44.472] | 1 of 2 | – |" in lines
     assert not any(line.startswith("| short") for line in lines)  # an arm with no run long enough has no row
     # seed 0: +3.5 (grpo; the short arm has no slope), seed 1: −3.5
@@ -91,25 +91,41 @@ def test_the_closing_reward_trend_by_hand():
 def test_the_slowing_of_the_reward_trend_by_hand():
     import pytest
 
-    from agentcredit.analysis.comparison_curves import reward_trend, reward_trend_lines
+    from agentcredit.analysis.comparison_curves import reward_slowing, reward_trend_lines
 
-    # 8 steps: the first half is steps 0-3, the second 4-7. grpo seed 0 rises 0.1 a step, then stays: 10 then 0 per
-    # 100 steps, slowing −10; grpo seed 1 stays, then rises 0.1 a step: +10; trace seed 0 stays, then rises 0.2: +20.
-    grpo0 = _rewards(0, [0.0, 0.1, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3])
+    # 8 steps: the second half is steps 4-7, the window as long before it 0-3. In reward per 100 steps: a run that rises
+    # 0.1 a step, then stays, slows by 0 − 10 = −10; one that stays, then rises 0.1 a step: +10; 0.2 a step: +20.
+    rise_then_stay = [0.0, 0.1, 0.2, 0.3, 0.3, 0.3, 0.3, 0.3]
+    grpo0 = _rewards(0, rise_then_stay)
     grpo1 = _rewards(1, [0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 0.2, 0.3])
     trace0 = _rewards(0, [0.0, 0.0, 0.0, 0.0, 0.0, 0.2, 0.4, 0.6], arm="trace")
-    assert abs(reward_trend(grpo0, 1.0, until=0.5) - 10) < 1e-9 and abs(reward_trend(grpo0, 0.5)) < 1e-9
-    # the third quarter of 8 steps is steps 4-5: 2 points, no slope
-    assert reward_trend(grpo0, 0.5, until=0.25) is None
-    with pytest.raises(ValueError, match="until must be in"):
-        reward_trend(grpo0, 0.5, until=0.5)
-    shares, first_half = ((0.5, "second half"),), (1.0, 0.5, "first half")
-    lines = reward_trend_lines({"grpo": [grpo0, grpo1], "trace": [trace0]}, shares, first_half)
-    # grpo: −10 and +10, mean 0, sd 14.142, half-width t(0.975, 1) · 14.142 / √2 = 127.062
+    trace1 = _rewards(1, rise_then_stay, arm="trace")
+    gold0 = _rewards(0, rise_then_stay, arm="gold")  # seed 0 only: left out of the mean over seeds
+    assert abs(reward_slowing(grpo0, 0.5) - -10) < 1e-9 and abs(reward_slowing(grpo1, 0.5) - 10) < 1e-9
+    assert reward_slowing(grpo0, 0.25) is None  # the last quarter of 8 steps is steps 6-7: 2 points, no slope
+    with pytest.raises(ValueError, match=r"share must be in \(0, 0.5\]"):
+        reward_slowing(grpo0, 0.6)
+    # the windows are step counts, not points: steps 0, 1, 4-7 logged leave 2 points before the second half
+    gappy = Run("gap", "grpo", 0, {"test/accuracy": 0.5}, {s: {"train/reward": 0.1 * s} for s in (0, 1, 4, 5, 6, 7)})
+    assert reward_slowing(gappy, 0.5) is None
+    shares = ((0.5, "second half"),)
+    lines = reward_trend_lines({"grpo": [grpo0, grpo1], "trace": [trace0, trace1], "gold": [gold0]}, shares, "first half")
+    # grpo: −10 and +10, mean 0, sd 14.142, half-width t(0.975, 1) · 14.142 / √2 = 127.062; second half 0 and 10
     assert "| grpo | 2 | +5.000 [-58.531, +68.531] | 1 of 2 | +0.000 [-127.062, +127.062] |" in lines
-    assert "| trace | 1 | +20.000 | 1 of 1 | +20.000 |" in lines
-    # seed 0: (−10 + 20) / 2 = +5, seed 1: +10; over seeds 7.5, sd 3.5355, half-width 12.7062 · 3.5355 / √2 = 31.766
-    assert lines[-1] == "The second half's slope minus the first half's, averaged over the arms of each seed: " \
-                        "seed 0 +5.000, seed 1 +10.000; over seeds +7.500 [-24.266, +39.266] (95% t over 2 seeds)."
-    one_seed = reward_trend_lines({"grpo": [grpo0]}, shares, first_half)
-    assert one_seed[-1].endswith("seed 0 -10.000; one seed, no interval over seeds.")
+    # trace: second half 20 and 0 (half-width 127.062); slowing +20 and −10, mean 5, sd 21.213, half-width 190.593
+    assert "| trace | 2 | +10.000 [-117.062, +137.062] | 1 of 2 | +5.000 [-185.593, +195.593] |" in lines
+    assert "| gold | 1 | +0.000 | 0 of 1 | -10.000 |" in lines
+    # over grpo and trace (gold has no seed 1): seed 0 (−10 + 20) / 2 = +5, seed 1 (10 − 10) / 2 = 0; over seeds 2.5,
+    # sd 3.5355, half-width 12.7062 · 3.5355 / √2 = 31.766
+    assert lines[-1] == "The second half's slope minus the first half's, averaged over the arms of each seed (the 2 " \
+                        "arms with a value at every seed; left out: gold): seed 0 +5.000, seed 1 +0.000; over seeds " \
+                        "+2.500 [-29.266, +34.266] (95% t over 2 seeds)."
+    # a run with no earlier window shows in its arm's count (both second halves rise 0.1 a step); an arm with one seed
+    # gives no interval over seeds
+    lines = reward_trend_lines({"grpo": [gappy, grpo1]}, shares, "first half")
+    assert "| grpo | 2 | +10.000 [+10.000, +10.000] | 2 of 2 | +10.000 (1 of 2 runs) |" in lines
+    assert lines[-1].endswith("(the 1 arm with a value at every seed): seed 1 +10.000; one seed, no interval over seeds.")
+    # no arm with every seed: no mean over seeds
+    lines = reward_trend_lines({"grpo": [grpo0], "trace": [trace1]}, shares, "first half")
+    assert lines[-1] == "The second half's slope minus the first half's: no arm has a value at every seed, so no " \
+                        "mean over seeds."

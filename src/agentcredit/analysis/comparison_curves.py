@@ -14,12 +14,13 @@ train/reward over the second half of its logged steps and over the last quarter,
 over seeds with its 95% t-interval. Why these windows: a run's slope over 50 steps has a standard error near 0.2 a
 100 steps on the long preset, larger than the slopes it asks about; half a run is long enough to see them, and the
 last quarter asks whether the runs still rose at their end, with less power. The last quarter lies inside the second
-half, so those two columns are not a test of slowing; the third quarter is the window before it, and the last
-quarter's slope minus the third quarter's, per run, is one: below 0, the rise slowed. Each step answers its own
-training questions, and the arms of one seed answer the same ones in the same order, so a hard stretch of questions
-lowers every arm of that seed at once: read the slopes across seeds (the interval), not as agreement across arms, and
-the slowing over all arms as a mean over seeds of each seed's mean over its arms (its t-interval has seeds − 1
-degrees of freedom, not runs − 1).
+half, so those two columns are not a test of slowing; the third quarter is the window of as many steps before it,
+and the last quarter's slope minus the third quarter's, per run, estimates the slowing: below 0, the rise slowed.
+Each step answers its own training questions, and the arms of one seed answer the same ones in the same order, so a
+hard stretch of questions lowers every arm of that seed at once: read the slopes across seeds (the interval), not as
+agreement across arms, and the slowing over all arms as a mean over seeds of each seed's mean over its arms (the
+arms with a value at every seed, so each seed's mean is over the same arms; its t-interval has seeds − 1 degrees of
+freedom, not runs − 1).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from agentcredit.analysis.pilot import Curve, curve, validations
 SPAN = 100  # the pilot's window (docs/tuning.md)
 # The closing shares of a run's logged steps its reward trend is fitted over, with their names in the report.
 REWARD_TREND_SHARES = ((0.5, "second half"), (0.25, "last quarter"))
-# The window the last share's slope is set against to ask whether the rise slowed: from the last half to the last
-# quarter of the span (the third quarter), disjoint from the last quarter and as long.
-EARLIER_WINDOW = (0.5, 0.25, "third quarter")
+# The name of the window as long as the last share, just before it, whose slope the last share's is set against to ask
+# whether the rise slowed (the last quarter's: the third quarter).
+SLOWING_AGAINST = "third quarter"
 MIN_TREND_STEPS = 3  # fewer logged steps in a window give no slope
 
 
@@ -91,30 +92,50 @@ def curve_lines(arms: dict[str, list[Run]], span: int = SPAN) -> list[str]:
     return lines
 
 
-def reward_trend(run: Run, share: float, until: float = 0.0) -> float | None:
-    """The slope of a least-squares line through the run's train/reward over the last `share` (0 < share ≤ 1) of the
-    span of steps it logged (first to last step; the share's step count rounded up), leaving out the last `until`
-    of it (0 ≤ until < share; the third quarter is share 0.5, until 0.25), in reward per 100 steps; None when fewer
-    than `MIN_TREND_STEPS` logged steps fall in it."""
-    if not 0 < share <= 1:
-        raise ValueError(f"share must be in (0, 1], got {share}")
-    if not 0 <= until < share:
-        raise ValueError(f"until must be in [0, share) = [0, {share}), got {until}")
-    points = run.series("train/reward")
-    if not points:
-        return None
+def _closing_window(points: list[tuple[int, float]], share: float) -> tuple[int, int]:
+    """The first step of the last `share` of the span the points were logged over (first to last step; the share's
+    step count rounded up) and the step after the last."""
     first, last = points[0][0], points[-1][0]
+    # rounded: 0.7 · 10 is 7.000000000000001
+    return last + 1 - math.ceil(round(share * (last - first + 1), 9)), last + 1
 
-    def start(s: float) -> int:  # the first step of the last share s of the span
-        return last + 1 - math.ceil(round(s * (last - first + 1), 9))  # rounded: 0.7 · 10 is 7.000000000000001
 
-    points = [(step, reward) for step, reward in points if start(share) <= step < start(until)]
-    if len(points) < MIN_TREND_STEPS:
+def _slope(points: list[tuple[int, float]], start: int, end: int) -> float | None:
+    """The least-squares slope of the points at steps start ≤ step < end, per 100 steps; None with fewer than
+    `MIN_TREND_STEPS` of them."""
+    window = [(step, reward) for step, reward in points if start <= step < end]
+    if len(window) < MIN_TREND_STEPS:
         return None
     from scipy.stats import linregress
 
-    steps, rewards = zip(*points)
+    steps, rewards = zip(*window)
     return 100 * float(linregress(steps, rewards).slope)
+
+
+def reward_trend(run: Run, share: float) -> float | None:
+    """The slope of a least-squares line through the run's train/reward over the last `share` (0 < share ≤ 1) of the
+    span of steps it logged (first to last step; the share's step count rounded up), in reward per 100 steps; None
+    when fewer than `MIN_TREND_STEPS` logged steps fall in it."""
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share}")
+    points = run.series("train/reward")
+    return _slope(points, *_closing_window(points, share)) if points else None
+
+
+def reward_slowing(run: Run, share: float) -> float | None:
+    """The slope over the last `share` (0 < share ≤ 0.5) of the run's logged span minus the slope over the window of
+    as many steps just before it (the third quarter for the last quarter), each as `reward_trend` fits it: below 0,
+    the rise slowed. None when the span holds no such earlier window or either window has too few logged steps."""
+    if not 0 < share <= 0.5:
+        raise ValueError(f"share must be in (0, 0.5], got {share}")
+    points = run.series("train/reward")
+    if not points:
+        return None
+    start, end = _closing_window(points, share)
+    if start - (end - start) < points[0][0]:
+        return None
+    later, earlier = _slope(points, start, end), _slope(points, start - (end - start), start)
+    return None if later is None or earlier is None else later - earlier
 
 
 def _slope_cell(slopes: list[float]) -> str:
@@ -124,31 +145,29 @@ def _slope_cell(slopes: list[float]) -> str:
     return f"{mean:+.3f}" + ("" if half is None else f" [{mean - half:+.3f}, {mean + half:+.3f}]")
 
 
-def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES, earlier=EARLIER_WINDOW) -> list[str]:
+def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES,
+                       against: str = SLOWING_AGAINST) -> list[str]:
     """The report's section: each arm's reward trend over each closing share of its runs, mean over seeds with its
-    95% t-interval, how many runs rose over the last share, and the last share's slope minus the `earlier` window's
-    (share, until, name) per run, by arm and over all arms (a mean over seeds of each seed's mean over its arms)."""
+    95% t-interval, how many runs rose over the last share, and the last share's slowing against the window
+    `against` names (`reward_slowing`), by arm and over all arms: a mean over seeds of each seed's mean over the arms
+    that have a value at every seed, so that each seed's mean is over the same arms."""
     rows = []
     by_seed: dict[int, list[float]] = {}  # the arms of a seed answer one question stream: its mean shows that stretch
-    slowing_by_seed: dict[int, list[float]] = {}
-    earlier_share, earlier_until, earlier_name = earlier
+    slowing: dict[str, dict[int, float]] = {}  # arm -> seed -> slowing
     for arm, runs in arms.items():
         trends = [[reward_trend(r, share) for share, _ in shares] for r in runs]  # (runs, shares), each fitted once
         slopes = [[t[i] for t in trends if t[i] is not None] for i in range(len(shares))]
-        slowing = []
         for run, t in zip(runs, trends):
-            if t[-1] is None:
-                continue
-            by_seed.setdefault(run.seed, []).append(t[-1])
-            before = reward_trend(run, earlier_share, earlier_until)
-            if before is not None:
-                slowing.append(t[-1] - before)
-                slowing_by_seed.setdefault(run.seed, []).append(t[-1] - before)
+            if t[-1] is not None:
+                by_seed.setdefault(run.seed, []).append(t[-1])
+                if (value := reward_slowing(run, shares[-1][0])) is not None:
+                    slowing.setdefault(arm, {})[run.seed] = value
         if not any(slopes):
             continue
-        last = slopes[-1]
+        last, slowed = slopes[-1], list(slowing.get(arm, {}).values())
+        fewer = f" ({len(slowed)} of {len(last)} runs)" if slowed and len(slowed) != len(last) else ""
         rows.append(f"| {arm} | {max(map(len, slopes))} | " + " | ".join(map(_slope_cell, slopes)) +
-                    f" | {sum(v > 0 for v in last)} of {len(last)} | {_slope_cell(slowing)} |")
+                    f" | {sum(v > 0 for v in last)} of {len(last)} | {_slope_cell(slowed)}{fewer} |")
     if not rows:
         return []
     names = [name for _, name in shares]
@@ -158,18 +177,28 @@ def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES, e
              f"over the {' and over the '.join(names)} of its logged steps, in reward per 100 steps (mean over seeds, "
              "95% t). Each step's rollouts answer that step's own training questions, the same ones for every arm of "
              f"a seed, so a hard stretch of questions lowers all arms of that seed together. Did the rise slow? The "
-             f"{names[-1]}'s slope minus the {earlier_name}'s (the window before it, as long), per run: below 0, it "
-             "slowed:", "",
+             f"{names[-1]}'s slope minus the {against}'s (the window of as many steps just before it), per run: below "
+             "0, it slowed:", "",
              "| arm | seeds | " + " | ".join(f"slope, {n}" for n in names) + f" | runs rising over the {names[-1]} | "
-             f"{names[-1]} − {earlier_name} |",
+             f"{names[-1]} − {against} |",
              "|---|---|" + "---|" * len(names) + "---|---|", *rows,
              "", f"The {names[-1]}'s slope averaged over the arms of each seed: {per_seed}."]
-    if slowing_by_seed:
-        seed_means = {seed: sum(v) / len(v) for seed, v in sorted(slowing_by_seed.items())}
-        cells = ", ".join(f"seed {seed} {m:+.3f}" for seed, m in seed_means.items())
-        n = len(seed_means)
-        over = (f"over seeds {_slope_cell(list(seed_means.values()))} (95% t over {n} seeds)" if n > 1 else
-                "one seed, no interval over seeds")
-        lines.append(f"The {names[-1]}'s slope minus the {earlier_name}'s, averaged over the arms of each seed: "
-                     f"{cells}; {over}.")
-    return lines
+    return lines + _slowing_over_seeds(slowing, f"The {names[-1]}'s slope minus the {against}'s")
+
+
+def _slowing_over_seeds(slowing: dict[str, dict[int, float]], what: str) -> list[str]:
+    """The report's line: each seed's mean slowing over the arms with a value at every seed, and their mean over
+    seeds with a t-interval (seeds − 1 degrees of freedom: the arms of a seed share its question stream, so seeds,
+    not runs, are the independent replicates)."""
+    seeds = sorted({seed for by_seed in slowing.values() for seed in by_seed})
+    complete = [arm for arm, by_seed in slowing.items() if len(by_seed) == len(seeds)]
+    if not complete:
+        return [f"{what}: no arm has a value at every seed, so no mean over seeds."] if slowing else []
+    left_out = [arm for arm in slowing if arm not in complete]
+    which = f"the {len(complete)} arm{'s' * (len(complete) != 1)} with a value at every seed" + \
+            (f"; left out: {', '.join(left_out)}" if left_out else "")
+    means = [sum(slowing[arm][seed] for arm in complete) / len(complete) for seed in seeds]
+    cells = ", ".join(f"seed {seed} {m:+.3f}" for seed, m in zip(seeds, means))
+    over = (f"over seeds {_slope_cell(means)} (95% t over {len(seeds)} seeds)" if len(seeds) > 1 else
+            "one seed, no interval over seeds")
+    return [f"{what}, averaged over the arms of each seed ({which}): {cells}; {over}."]
