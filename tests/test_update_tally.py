@@ -60,3 +60,26 @@ def test_two_gloo_processes_agree_on_the_step_totals(tmp_path):
         out = manager.dict()
         mp.spawn(_denominators_on_rank, args=(str(tmp_path / "store"), out), nprocs=2, join=True)
         assert dict(out) == {0: (20.0, 5.0), 1: (20.0, 5.0)}  # (30 + 10) / 2 tokens, (4 + 6) / 2 rollouts
+
+
+def test_a_rollout_mean_over_two_batches_leaves_out_a_rollout_without_policy_tokens_by_hand():
+    """loss_agg=seq-mean-token-mean: batch 1 holds a rollout of 2 policy tokens (per-token loss 1.0) and one with
+    none (its context was full before its first turn), batch 2 one of 3 tokens (loss 4.0). The step's mean over the
+    rollouts that hold a policy token is (1.0 + 4.0) / 2 = 2.5. Counting the empty one (3 rollouts) would weigh
+    batch 1 by 2/3 while aggregate averages it over its one non-empty row: 2/3 · 1 + 1/3 · 4 = 2.0."""
+    from agentcredit.agent.trajectory import Trajectory
+    from agentcredit.credit.losses import aggregate
+    from agentcredit.lit.update import sequences_with_policy_tokens
+
+    def rollout(mask):
+        return Trajectory("q", [1] * len(mask), mask, [0] * len(mask), [0], [None], [0.0] * len(mask))
+
+    batch1, batch2 = [rollout([0, 1, 1]), rollout([0, 0, 0])], [rollout([1, 1, 1])]
+    assert sequences_with_policy_tokens(batch1 + batch2) == 2 and sequences_with_policy_tokens(batch1) == 1
+    tally = _tally(5, sequences_with_policy_tokens(batch1 + batch2), token_mean=False)
+    total = 0.0
+    for chunk, per_token_loss in ((batch1, 1.0), (batch2, 4.0)):
+        mask = torch.tensor([t.loss_mask for t in chunk], dtype=torch.float32)
+        loss = aggregate(torch.full(mask.shape, per_token_loss), mask, "seq-mean-token-mean")
+        total += float(loss) * tally.loss_share(mask, sequences_with_policy_tokens(chunk))
+    assert total == pytest.approx(2.5)

@@ -29,7 +29,8 @@ from agentcredit.lit.fsdp2 import FullWeights, clip_gradients
 from agentcredit.lit.logprobs import right_padding_only, token_logprobs
 from agentcredit.lit.question_outcomes import question_record, save_outcomes
 from agentcredit.lit.credit_samples import append_credit_samples, credit_sample_records
-from agentcredit.lit.update import UpdateBatching, UpdateTally, advantage_rows, step_denominators
+from agentcredit.lit.update import (UpdateBatching, UpdateTally, advantage_rows, sequences_with_policy_tokens,
+                                     step_denominators)
 
 
 TEST_STREAM = 1_000_000  # sampling streams of test batches, apart from training (0) and validation (1 + batch)
@@ -219,10 +220,12 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
         optimizer.zero_grad(set_to_none=True)
         trained = self._rollouts_to_train(advantages)
         total_tokens = sum(t.num_policy_tokens for t in trajectories)
-        loss_tokens, loss_rollouts = step_denominators(total_tokens, len(trajectories), self._world_size, self.device)
+        rollouts = sequences_with_policy_tokens(trajectories)  # a rollout-mean's denominator
+        loss_tokens, loss_rollouts = step_denominators(total_tokens, rollouts, self._world_size, self.device)
         step = UpdateTally(total_tokens=total_tokens,
                            trained_tokens=sum(trajectories[i].num_policy_tokens for i in trained),
-                           trained_rollouts=len(trained), rollouts=len(trajectories),
+                           trained_rollouts=sequences_with_policy_tokens([trajectories[i] for i in trained]),
+                           rollouts=rollouts,
                            token_mean=self.credit.loss.get("loss_agg", "token-mean") == "token-mean",
                            loss_tokens=loss_tokens, loss_rollouts=loss_rollouts)
         kept = [trajectories[i] for i in trained]
@@ -266,9 +269,10 @@ class AgentRLModule(UpdateBatching, L.LightningModule):
                                                                        self.rollout_cfg.temperature)
         loss, stats = policy_loss(logprobs, old, adv, batch["loss_mask"], ref_logprobs=ref_logprobs,
                                   behaviour_logprobs=behaviour, turn_ids=batch["turn_ids"], **self.loss_settings)
-        share = step.loss_share(batch["loss_mask"], len(chunk))
+        rows = sequences_with_policy_tokens(chunk)  # the rows policy_loss's rollout-mean averages over
+        share = step.loss_share(batch["loss_mask"], rows)
         self.manual_backward(loss * share)
-        step.add_batch(loss, share, stats, gap, batch["loss_mask"], len(chunk), forward_tokens)
+        step.add_batch(loss, share, stats, gap, batch["loss_mask"], rows, forward_tokens)
 
     def _logprob_forward(self, chunk: list[Trajectory], batch: dict, plan):
         """The batch's log-probability forward (a function, as TIS runs it twice) and the tokens it runs on."""

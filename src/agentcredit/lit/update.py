@@ -43,6 +43,14 @@ def _has_active_dropout(model) -> bool:
 
 
 
+def sequences_with_policy_tokens(trajectories: list[Trajectory]) -> int:
+    """How many rollouts hold a policy token: what a rollout-mean loss (loss_agg other than token-mean) averages
+    over, since `losses.aggregate` leaves a row without policy tokens out of its batch's mean (counted in the
+    step's denominator it would lower every other rollout's weight, and in its batch's share raise its
+    batch-mates')."""
+    return sum(t.num_policy_tokens > 0 for t in trajectories)
+
+
 def step_denominators(tokens: int, rollouts: int, world_size: int, device: torch.device | str = "cpu") -> tuple:
     """The step's policy tokens and rollouts summed over every process and divided by the number of processes:
     what each process's batch shares are taken of, so that the loss is a token-mean (or rollout-mean) over the
@@ -83,13 +91,13 @@ class UpdateTally:
         if self.token_mean:
             tokens = self.total_tokens if self.loss_tokens is None else self.loss_tokens
             return float(loss_mask.sum()) / max(tokens, 1)
-        return rollouts / (self.rollouts if self.loss_rollouts is None else self.loss_rollouts)
+        return rollouts / max(self.rollouts if self.loss_rollouts is None else self.loss_rollouts, 1)
 
     def local_share(self, loss_mask: torch.Tensor, rollouts: int) -> float:
         """The batch's weight among this process's batches (what the logged loss averages with)."""
         if self.token_mean:
             return float(loss_mask.sum()) / max(self.total_tokens, 1)
-        return rollouts / self.rollouts
+        return rollouts / max(self.rollouts, 1)
 
     def add_batch(self, loss, share: float, stats: dict, gap: tuple, loss_mask: torch.Tensor, rollouts: int,
                   forward_tokens: int) -> None:
@@ -99,7 +107,7 @@ class UpdateTally:
         self.sums["rollout/logprob_gap"] = self.sums.get("rollout/logprob_gap", 0.0) + float(mean_gap) * token_share
         self.sums["rollout/logprob_ratio_outside"] = (self.sums.get("rollout/logprob_ratio_outside", 0.0)
                                                       + float(outside) * token_share)
-        stat_share = token_share if self.token_mean else rollouts / self.trained_rollouts
+        stat_share = token_share if self.token_mean else rollouts / max(self.trained_rollouts, 1)
         for key, value in stats.items():
             self.sums[key] = self.sums.get(key, 0.0) + float(value) * stat_share
         self.sums["loss"] += float(loss.detach()) * self.local_share(loss_mask, rollouts)
