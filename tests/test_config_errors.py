@@ -61,6 +61,11 @@ BAD = {
     "trainer.devices=0": r"trainer\.devices must be an integer >= 1, -1, auto, or a list of device ids, got 0",
     "trainer.val_check_interval=0": r"trainer\.val_check_interval must be an integer >= 1",
     "trainer.limit_val_batches=-1": r"trainer\.limit_val_batches must be an integer >= 0 or a fraction in \[0, 1\]",
+    # a limit that cuts data.n_val short validated fewer questions than asked, silently
+    "trainer.limit_val_batches=2 data.n_val=10": r"data\.n_val=10 asks for 10 validation questions, but "
+                                                 r"trainer\.limit_val_batches=2 stops after 4 \(2 batches of "
+                                                 r"data\.prompts_per_step=2\); set trainer\.limit_val_batches=1\.0",
+    "trainer.limit_val_batches=0.5": r"trainer\.limit_val_batches=0\.5 validates part of the data\.n_val questions",
     "trainer.max_steps=1.5": r"trainer\.max_steps must be an integer >= 1 \(or -1\), got 1\.5",
     "trainer.strategy.name=deepspeed trainer=fsdp": r"trainer\.strategy\.name must be fsdp",
     "trainer=fsdp +trainer.strategy.wrap=everything": r"trainer\.strategy\.wrap is not a setting of FSDP; known: name, param_dtype, ",

@@ -365,6 +365,16 @@ def check_combinations(cfg: Mapping) -> None:
         raise ValueProblem(f"trainer.limit_val_batches={limit} counts calls of data.val_batches_per_call={per_call} "
                            "batches each, not batches of questions; set it to 1.0 (all) or 0 (none) and choose the "
                            "questions with data.n_val")
+    n_val, per_step = data.get("n_val"), data.get("prompts_per_step")
+    if _is_int(limit) and limit > 0 and all(map(_is_int, (n_val, per_step, per_call))) and \
+            limit * per_call * per_step < n_val:
+        raise ValueProblem(f"data.n_val={n_val} asks for {n_val} validation questions, but trainer.limit_val_batches="
+                           f"{limit} stops after {limit * per_call * per_step} ({limit} batches of "
+                           f"data.prompts_per_step={per_step}); set trainer.limit_val_batches=1.0 and choose how many "
+                           "with data.n_val")
+    if isinstance(limit, float) and 0.0 < limit < 1.0:
+        raise ValueProblem(f"trainer.limit_val_batches={limit} validates part of the data.n_val questions; set it to "
+                           "1.0 and choose how many with data.n_val")
     precision = str(trainer.get("precision", "32-true"))
     if model.get("dtype") == "float64" and precision not in ("32-true", "32"):
         raise ValueProblem(f"model.dtype=float64 computes in float64 only with trainer.precision=32-true (which leaves "
