@@ -261,3 +261,54 @@ def test_the_fidelity_instrument_measures_it_with_no_special_case(tmp_path, caps
         for rollout in record["rollouts"]:
             assert len(rollout["credit"]["turn_critic"]) == len(rollout["truth"])
         assert record["cost"]["methods"]["turn_critic"]["extra_tokens"] == 0.0
+
+
+def test_a_training_step_trains_on_the_advantages_whitened_over_the_step(tmp_path, monkeypatch):
+    """The wiring of AgentRLModule.training_step: what the method's step_advantages returns (turn-critic's whitening
+    over every action of the step) is what the update trains on, rollout by rollout, and it differs from the
+    per-group advantages it was given."""
+    import dataclasses
+
+    from agentcredit.lit.module import AgentRLModule
+    from tiny_runs import train_tiny
+
+    whitened, trained = [], []
+    training_step, optimise = AgentRLModule.training_step, AgentRLModule._optimise
+
+    def spying_step(self, questions, batch_idx):
+        real = self.method.step_advantages
+
+        def spy(groups, advantages, **knobs):
+            given = [a.clone() for a in advantages]
+            out = real(groups, advantages, **knobs)
+            whitened.append((given, [o.clone() for o in out]))
+            return out
+
+        self.method = dataclasses.replace(self.method, step_advantages=spy)
+        try:
+            return training_step(self, questions, batch_idx)
+        finally:
+            self.method = dataclasses.replace(self.method, step_advantages=real)
+
+    def spying_optimise(self, trajectories, advantages):
+        trained.append([a.clone() for a in advantages])
+        return optimise(self, trajectories, advantages)
+
+    from agentcredit.lit.critic import TurnCritic
+
+    critic_init = TurnCritic.__init__
+
+    def varied_critic(self, *args, **kwargs):  # an untrained critic predicts 0: every advantage of a failed step is 0
+        critic_init(self, *args, **kwargs)
+        torch.nn.init.normal_(self.head[2].weight, std=1.0, generator=torch.Generator().manual_seed(0))
+
+    monkeypatch.setattr(AgentRLModule, "training_step", spying_step)
+    monkeypatch.setattr(AgentRLModule, "_optimise", spying_optimise)
+    monkeypatch.setattr(TurnCritic, "__init__", varied_critic)
+    train_tiny(tmp_path, "credit=turn-critic", "trainer.max_steps=1")
+    assert len(whitened) == len(trained) == 1
+    per_group, over_step = whitened[0]
+    expected = [row for group in over_step for row in group.unbind(0)]
+    assert len(trained[0]) == len(expected) == 4  # 2 questions x 2 rollouts
+    assert all(torch.equal(got, want) for got, want in zip(trained[0], expected))
+    assert any(not torch.allclose(a, b) for a, b in zip(per_group, over_step))
