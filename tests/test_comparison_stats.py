@@ -315,6 +315,8 @@ def test_accuracy_by_hop_count_by_hand():
 
 
 def test_the_verdicts_in_words_list_every_arm_once_under_its_verdict():
+    import dataclasses
+
     from agentcredit.analysis.comparison import verdict_summary
     from agentcredit.analysis.comparison_stats import Comparison, verdict_words
 
@@ -338,6 +340,12 @@ def test_the_verdicts_in_words_list_every_arm_once_under_its_verdict():
         "equivalence shown): i. Per hop count: no arm is shown better, worse or equivalent at any hop count.")
     assert verdict_summary({None: [c("i", 1.0, None, "inconclusive")]}, "ref", 2.0)[1].endswith(": i.")  # no hop counts
     assert verdict_summary({}, "ref", 2.0) == []
+    # with a t-interval over seeds (wider than the bootstrap's with few seeds), both are said
+    wide = Comparison("w", 4, 1036, 0.7, (-4.4, 6.3), (-3.5, 5.2), 4, 0.8, 0.6, 0.5, 12.7, kind="inconclusive",
+                      verdict=verdict_words("inconclusive", False, 2.0), seed_ci=(-8.8, 10.2))
+    assert verdict_summary({None: [wide], 5: [dataclasses.replace(wide, kind="better", verdict="better")]}, "ref",
+                           2.0)[1].endswith("Per hop count: 5 hops: w better (+0.7 [-4.4, +6.3] points; t over seeds "
+                                            "[-8.8, +10.2]).")
 
 
 def test_a_run_whose_test_questions_are_not_the_others_is_left_out_with_the_reason(tmp_path, capsys):

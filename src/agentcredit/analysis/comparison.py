@@ -274,8 +274,11 @@ def critic_fit_lines(arms: dict[str, list[Run]]) -> list[str]:
 
 
 def _signed_cell(c: Comparison) -> str:
+    """"+0.7 [-4.4, +6.3] points" (the bootstrap interval), with the t-interval over seeds where there is one: with
+    few seeds the bootstrap's draws of seeds understate their spread, and the t-interval is the wider."""
     ci = "" if c.ci is None else f" [{c.ci[0]:+.1f}, {c.ci[1]:+.1f}]"
-    return f"{c.diff:+.1f}{ci} points"
+    seeds = "" if c.seed_ci is None else f"; t over seeds [{c.seed_ci[0]:+.1f}, {c.seed_ci[1]:+.1f}]"
+    return f"{c.diff:+.1f}{ci} points{seeds}"
 
 
 def _paired_over(c: Comparison, reference: str, reference_seeds: int, arm_seeds: int) -> str:
@@ -399,15 +402,16 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
     lines = ["", f"Verdicts against {reference} (arm − {reference}, accuracy points, paired on the same seeds"
              + (" and questions" if any("questions" in r for r in resampled) else "") + f"; margin ±{s.margin:g} "
              f"points, α = {s.alpha:g}, {_holm_family(found.get(None, []), reference)}):", "",
-             f"| arm | test accuracy % ({level}% CI), bootstrap over | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | "
-             "wins (sign-test p) | paired t p | Holm p | TOST p, Holm | detectable Δ | Δ reward AUC (95% t) | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"| arm | test accuracy % ({level}% CI), bootstrap over | paired over | Δ points ({level}% CI) | "
+             f"Δ ({level}% t over seeds) | Δ ({eq_level}% CI) | wins (sign-test p) | paired t p | Holm p | TOST p, Holm | "
+             "detectable Δ | Δ reward AUC (95% t) | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     reference_seeds = len(arms[reference])
     for arm, arm_runs in arms.items():
         mean, ci, what = arm_accuracy(arm_runs, s)
         accuracy = f"{points_cell(mean, ci)}, {what}"
         if arm == reference:
-            lines.append(f"| {arm} | {accuracy} | – | – | – | – | – | – | – | – | – | reference |")
+            lines.append(f"| {arm} | {accuracy} | – | – | – | – | – | – | – | – | – | – | reference |")
             continue
         c = next((c for c in found.get(None, []) if c.arm == arm), None)
         if c is None:
@@ -416,7 +420,7 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         auc_cell = "–" if auc is None else _fmt((auc["mean"], auc["ci"]), 3)
         detectable = "–" if c.detectable is None else f"{c.detectable:.1f}"
         over = _paired_over(c, reference, reference_seeds, len(arm_runs))
-        lines.append(f"| {arm} | {accuracy} | {over} | {points_cell(c.diff, c.ci)} | "
+        lines.append(f"| {arm} | {accuracy} | {over} | {points_cell(c.diff, c.ci)} | {points_interval(c.seed_ci)} | "
                      f"{points_interval(c.ci_equivalence)} | {_wins(c)} ({_p(c.sign_p)}) | {_p(c.t_p)} | "
                      f"{_p(c.t_p_holm)} | {_p(c.tost_p_holm)} | {detectable} | {auc_cell} | {c.verdict} |")
     lines += _seed_sets_note(found.get(None, []), reference)
@@ -429,11 +433,12 @@ def verdict_lines(runs: list[Run], s: VerdictSettings) -> list[str]:
         partial = any(c.t_p is None for family in by_hops.values() for c in family)
         lines += ["", "By hop count (the questions of that hop count only; Holm across the arms within each hop count, "
                   "not across hop counts" + ("; an arm without a paired t p counts as p = 1" if partial else "") + "):", "",
-                  f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({eq_level}% CI) | wins | paired t p | "
-                  "Holm p | TOST p, Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"| hops | arm | paired over | Δ points ({level}% CI) | Δ ({level}% t over seeds) | "
+                  f"Δ ({eq_level}% CI) | wins | paired t p | Holm p | TOST p, Holm | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for hops, family in by_hops.items():
             lines += [f"| {hops} | {c.arm} | {_paired_over(c, reference, reference_seeds, len(arms[c.arm]))} | "
-                      f"{points_cell(c.diff, c.ci)} | "
+                      f"{points_cell(c.diff, c.ci)} | {points_interval(c.seed_ci)} | "
                       f"{points_interval(c.ci_equivalence)} | {_wins(c)} | {_p(c.t_p)} | {_p(c.t_p_holm)} | "
                       f"{_p(c.tost_p_holm)} | {c.verdict} |" for c in family]
     seeds_alone = not any("questions" in r for r in resampled)
