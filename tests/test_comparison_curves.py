@@ -118,14 +118,24 @@ def test_the_slowing_of_the_reward_trend_by_hand():
     # over grpo and trace (gold has no seed 1): seed 0 (−10 + 20) / 2 = +5, seed 1 (10 − 10) / 2 = 0; over seeds 2.5,
     # sd 3.5355, half-width 12.7062 · 3.5355 / √2 = 31.766
     assert lines[-1] == "The second half's slope minus the first half's, averaged over the arms of each seed (the 2 " \
-                        "arms with a value at every seed; left out: gold): seed 0 +5.000, seed 1 +0.000; over seeds " \
-                        "+2.500 [-29.266, +34.266] (95% t over 2 seeds)."
+                        "arms with a value at every seed kept; arms left out: gold): seed 0 +5.000, seed 1 +0.000; " \
+                        "over seeds +2.500 [-29.266, +34.266] (95% t over 2 seeds)."
+    # a seed only some arms reached is left out rather than the arms: seeds 0-1 for all three arms, seed 2 for one
+    # (grpo 2 slows by −10 like grpo 0): the block is 3 arms x 2 seeds, not 1 arm x 3
+    trace1_gold1 = [_rewards(1, rise_then_stay, arm="trace"), _rewards(1, rise_then_stay, arm="gold")]
+    lines = reward_trend_lines({"grpo": [grpo0, grpo1, _rewards(2, rise_then_stay)], "trace": [trace0, trace1_gold1[0]],
+                                "gold": [gold0, trace1_gold1[1]]}, shares, "first half")
+    # seed 0: (−10 + 20 − 10) / 3 = 0, seed 1: (10 − 10 − 10) / 3 = −3.333; mean −1.667, sd 2.357, half-width 21.177
+    assert lines[-1] == "The second half's slope minus the first half's, averaged over the arms of each seed (the 3 " \
+                        "arms with a value at every seed kept; seeds left out: 2): seed 0 +0.000, seed 1 -3.333; " \
+                        "over seeds -1.667 [-22.844, +19.510] (95% t over 2 seeds)."
     # a run with no earlier window shows in its arm's count (both second halves rise 0.1 a step); an arm with one seed
     # gives no interval over seeds
     lines = reward_trend_lines({"grpo": [gappy, grpo1]}, shares, "first half")
     assert "| grpo | 2 | +10.000 [+10.000, +10.000] | 2 of 2 | +10.000 (1 of 2 runs) |" in lines
-    assert lines[-1].endswith("(the 1 arm with a value at every seed): seed 1 +10.000; one seed, no interval over seeds.")
-    # no arm with every seed: no mean over seeds
+    assert lines[-1].endswith("(the 1 arm with a value at every seed kept): seed 1 +10.000; one seed, no interval "
+                              "over seeds.")
+    # no two seeds share an arm: the seed most arms ran (the first on a tie), no mean over seeds
     lines = reward_trend_lines({"grpo": [grpo0], "trace": [trace1]}, shares, "first half")
-    assert lines[-1] == "The second half's slope minus the first half's: no arm has a value at every seed, so no " \
-                        "mean over seeds."
+    assert lines[-1].endswith("(the 1 arm with a value at every seed kept; arms left out: trace; seeds left out: 1): "
+                              "seed 0 -10.000; one seed, no interval over seeds.")

@@ -186,18 +186,39 @@ def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES,
     return lines + _slowing_over_seeds(slowing, f"The {names[-1]}'s slope minus the {against}'s")
 
 
-def _slowing_over_seeds(slowing: dict[str, dict[int, float]], what: str) -> list[str]:
-    """The report's line: each seed's mean slowing over the arms with a value at every seed, and their mean over
-    seeds with a t-interval (seeds − 1 degrees of freedom: the arms of a seed share its question stream, so seeds,
-    not runs, are the independent replicates)."""
+def _complete_block(slowing: dict[str, dict[int, float]]) -> tuple[list[str], list[int]]:
+    """The arms and seeds of the largest block in which every arm has a value at every seed (at least two seeds when
+    any two seeds share an arm; more seeds on a tie): the seeds are taken by how many arms ran them, so a seed only
+    a few arms reached (a sweep still running) is left out rather than shrinking the arms to those few."""
     seeds = sorted({seed for by_seed in slowing.values() for seed in by_seed})
-    complete = [arm for arm, by_seed in slowing.items() if len(by_seed) == len(seeds)]
-    if not complete:
-        return [f"{what}: no arm has a value at every seed, so no mean over seeds."] if slowing else []
-    left_out = [arm for arm in slowing if arm not in complete]
-    which = f"the {len(complete)} arm{'s' * (len(complete) != 1)} with a value at every seed" + \
-            (f"; left out: {', '.join(left_out)}" if left_out else "")
-    means = [sum(slowing[arm][seed] for arm in complete) / len(complete) for seed in seeds]
+    counts = {seed: sum(seed in by_seed for by_seed in slowing.values()) for seed in seeds}
+    best: tuple[int, int, list[str], list[int]] = (0, 0, [], [])
+    for threshold in sorted(set(counts.values())):
+        kept = [seed for seed in seeds if counts[seed] >= threshold]
+        arms = [arm for arm, by_seed in slowing.items() if all(seed in by_seed for seed in kept)]
+        size = (len(arms) * len(kept) if len(kept) > 1 else 0, len(kept))
+        if arms and size > best[:2]:
+            best = (*size, arms, kept)
+    if not best[2]:  # no two seeds share an arm: the seed most arms ran
+        seed = max(seeds, key=lambda s: (counts[s], -s))
+        return [arm for arm, by_seed in slowing.items() if seed in by_seed], [seed]
+    return best[2], best[3]
+
+
+def _slowing_over_seeds(slowing: dict[str, dict[int, float]], what: str) -> list[str]:
+    """The report's line: each seed's mean slowing over the same arms (the largest block of arms and seeds with
+    every value, `_complete_block`), and their mean over seeds with a t-interval (seeds − 1 degrees of freedom: the
+    arms of a seed share its question stream, so seeds, not runs, are the independent replicates)."""
+    if not slowing:
+        return []
+    arms, seeds = _complete_block(slowing)
+    left_out = [arm for arm in slowing if arm not in arms]
+    all_seeds = sorted({seed for by_seed in slowing.values() for seed in by_seed})
+    seeds_out = [seed for seed in all_seeds if seed not in seeds]
+    which = f"the {len(arms)} arm{'s' * (len(arms) != 1)} with a value at every seed kept" + \
+            (f"; arms left out: {', '.join(left_out)}" if left_out else "") + \
+            (f"; seeds left out: {', '.join(map(str, seeds_out))}" if seeds_out else "")
+    means = [sum(slowing[arm][seed] for arm in arms) / len(arms) for seed in seeds]
     cells = ", ".join(f"seed {seed} {m:+.3f}" for seed, m in zip(seeds, means))
     over = (f"over seeds {_slope_cell(means)} (95% t over {len(seeds)} seeds)" if len(seeds) > 1 else
             "one seed, no interval over seeds")
