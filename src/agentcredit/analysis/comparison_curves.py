@@ -19,8 +19,8 @@ and the last quarter's slope minus the third quarter's, per run, estimates the s
 Each step answers its own training questions, and the arms of one seed answer the same ones in the same order, so a
 hard stretch of questions lowers every arm of that seed at once: read the slopes across seeds (the interval), not as
 agreement across arms, and the slowing over all arms as a mean over seeds of each seed's mean over its arms (the
-arms with a value at every seed, so each seed's mean is over the same arms; its t-interval has seeds − 1 degrees of
-freedom, not runs − 1).
+largest block of arms and seeds with every value, so each seed's mean is over the same arms; its t-interval has
+seeds − 1 degrees of freedom, not runs − 1).
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def reward_trend_lines(arms: dict[str, list[Run]], shares=REWARD_TREND_SHARES,
                        against: str = SLOWING_AGAINST) -> list[str]:
     """The report's section: each arm's reward trend over each closing share of its runs, mean over seeds with its
     95% t-interval, how many runs rose over the last share, and the last share's slowing against the window
-    `against` names (`reward_slowing`), by arm and over all arms: a mean over seeds of each seed's mean over the arms
-    that have a value at every seed, so that each seed's mean is over the same arms."""
+    `against` names (`reward_slowing`), by arm and over all arms: a mean over seeds of each seed's mean over the same
+    arms (`_slowing_over_seeds`)."""
     rows = []
     by_seed: dict[int, list[float]] = {}  # the arms of a seed answer one question stream: its mean shows that stretch
     slowing: dict[str, dict[int, float]] = {}  # arm -> seed -> slowing
