@@ -67,6 +67,20 @@ def test_spo_chain_method_on_a_group_with_one_success():
     assert get_credit("spo-chain").advantages(plain)[0, 1] == pytest.approx(1.1 - 0.325)
 
 
+def test_spo_chain_method_with_std_scaled_outcomes():
+    # outcome_scale=std scales only the unmeasured rollouts' GRPO credit: σ of [1.1, 0.1, 0.1, 0] is
+    # sqrt(0.8075/4) = 0.4493050, so rollout 1 gets −0.225/σ = −0.5007734 and rollout 3 −0.325/σ = −0.7233393;
+    # the measured rollout's segment advantages are value differences and stay 0.175, 0.375, 0.225
+    chain = ChainValues(rollout=0, boundaries=(2, 4), values=(0.5, 0.875))
+    group = CreditGroup(rewards=torch.tensor([1.1, 0.1, 0.1, 0.0]), turn_ids=SPO_TURNS, loss_mask=SPO_MASK,
+                        num_turns=torch.tensor([4, 0, 0, 0]), chains=(chain,))
+    got = get_credit("spo-chain").advantages(group, outcome_scale="std")
+    a1, a2, a3 = 0.175, 0.375, 0.225
+    assert got[0].tolist() == pytest.approx([0, a1, a1, 0, a1, 0, a2, a2, 0, a2, 0, a3], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, -0.5007734, -0.5007734] + [0] * 9, abs=1e-6)
+    assert got[3].tolist() == pytest.approx([0, -0.7233393, -0.7233393, -0.7233393] + [0] * 8, abs=1e-6)
+
+
 def test_chain_values_are_validated():
     with pytest.raises(ValueError, match="boundaries"):
         CreditGroup(rewards=torch.tensor([1.1, 0.1, 0.1, 0.0]), turn_ids=SPO_TURNS, loss_mask=SPO_MASK,
@@ -116,6 +130,17 @@ def test_gigpo_method_mixes_episode_and_step_advantages():
     with pytest.raises(ValueError, match="needs environment state keys"):
         get_credit("gigpo").advantages(CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK,
                                                    num_turns=torch.tensor([2, 2, 1])))
+
+
+def test_gigpo_method_with_a_mean_centred_episode_advantage():
+    # outcome_scale=none: A^E = R − mean = [1/3, −2/3, 1/3]; the step part (step_scale=std) is unchanged
+    group = CreditGroup(rewards=GI_REWARDS, turn_ids=GI_TURNS, loss_mask=GI_MASK, num_turns=torch.tensor([2, 2, 1]),
+                        state_keys=KEYS)
+    got = get_credit("gigpo").advantages(group, gamma=0.5, omega=0.5, outcome_scale="none")
+    e0, e1 = 1 / 3, -2 / 3
+    assert got[0].tolist() == pytest.approx([0, e0, 0, e0 + 0.5, 0, e0], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, e1 - 0.5 * 1.2247449, 0, e1 - 0.5, 0, e1], abs=1e-6)
+    assert got[2].tolist() == pytest.approx([0, e0 + 0.5 * 1.2247449, 0, e0, 0, 0], abs=1e-6)
 
 
 def test_in_a_group_where_every_rollout_failed_the_discount_alone_ranks_the_first_action_by_shortness():

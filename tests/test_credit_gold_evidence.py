@@ -32,6 +32,14 @@ def test_defaults_are_stepsearchs_gain_minus_redundancy_undiscounted():
     assert got[1].tolist() == pytest.approx([0, -1.3, 0, -1, 0, 0, 0, 0, 0, 0, 0], abs=1e-6)
 
 
+def test_mean_centred_outcome():
+    # outcome_scale=none: A = R − mean = [0.5, −0.5]; the turn part as above (R_0 = [−0.25, −0.75, 0.25], R_1 = [−0.5])
+    # row 0: 0.5 − 0.15 = 0.35, 0.5 − 0.45 = 0.05, 0.5 + 0.15 = 0.65, answer 0.5; row 1: −0.5 − 0.3 = −0.8, answer −0.5
+    got = get_credit("gold-evidence").advantages(_group(), outcome_scale="none")
+    assert got[0].tolist() == pytest.approx([0, 0.35, 0.35, 0, 0.05, 0, 0.65, 0.65, 0, 0.5, 0.5], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, -0.8, 0, -0.5, 0, 0, 0, 0, 0, 0, 0], abs=1e-6)
+
+
 def test_discount_normalisation_and_no_penalty():
     # ρ = 0: r_0 = [0.5, 0, 0.5]; γ = 0.5 with Z: R_0 = (0.5 + 0.5·0 + 0.25·0.5) / 1.75 = 0.625 / 1.75 = 0.3571429,
     # R_1 = (0 + 0.5·0.5) / 1.5 = 0.1666667, R_2 = 0.5 / 1 = 0.5; rollout 1: r = [0] → 0

@@ -129,6 +129,41 @@ def test_trace_method_end_to_end():
     assert diag["turn_reward_pos_frac"] == 1.0
 
 
+# Mixed turn counts in one group (rows of turn rewards padded to the longest): rollout 0 (R = 1.1) has two tool
+# turns, rollout 1 (R = 0.1) one; tokens: row 0 [P, 0, 0, P, 1, P, A, A], row 1 [P, 0, P, A, A, P, P, P].
+MIXED_TURN_IDS = torch.tensor([[P, 0, 0, P, 1, P, A, A], [P, 0, P, A, A, P, P, P]])
+MIXED_MASK = (MIXED_TURN_IDS != P).long()
+MIXED_SCORES = [torch.tensor([-2.0, -1.0, -0.2]), torch.tensor([-3.0, -2.5])]
+
+
+# δ (ε = 0.1): rollout 0 [log(2.1/1.1), log(1.1/0.3)] = [0.6466272, 1.2992830]; rollout 1 [log(3.1/2.6)] = [0.1758907]
+# K = 3, γ = 0.8: rollout 0 h = [1, 1]: c_0 = (0.6466272 + 0.8·1.2992830)/1.8 = 0.9366964, c_1 = 1.2992830,
+#   fills λγ^(T−k)A = 2·0.64·A, 2·0.8·A; rollout 1: c_0 = 0.1758907, fill 2·0.8·(−A)
+# K = 1: rollout 0's first window ends at turn 0, short of T−1 = 1: c_0 = δ_0 = 0.6466272 and no fill
+# std: A = ±1 → r = [2.2166964, 2.8992830 | −1.4241093] (K = 3); none: A = ±0.5 → [1.5766964, 2.0992830 | −0.6241093]
+# tails 0.05·(r̄_g − mean r̄): rows' tool tokens A + 0.2·r_k, answers A ± tail
+@pytest.mark.parametrize("outcome_scale, K, tool0, answer0, tool1, answer1", [
+    ("std", 3, [1.4433393, 1.5798566], 1.0995525, -1.2848219, -1.0995525),
+    ("std", 1, [1.1293254, 1.5798566], 1.0799266, -1.2848219, -1.0799266),
+    ("none", 3, [0.8153393, 0.9198566], 0.5615525, -0.6248219, -0.5615525),
+    ("none", 1, [0.6293254, 0.9198566], 0.5499266, -0.6248219, -0.5499266),
+])
+def test_trace_method_on_rollouts_of_different_lengths(outcome_scale, K, tool0, answer0, tool1, answer1):
+    group = CreditGroup(rewards=torch.tensor([1.1, 0.1]), turn_ids=MIXED_TURN_IDS, loss_mask=MIXED_MASK,
+                        num_turns=torch.tensor([2, 1]), mean_logprobs=MIXED_SCORES)
+    got = get_credit("trace").advantages(group, K=K, outcome_scale=outcome_scale)
+    t0, t1 = tool0
+    assert got[0].tolist() == pytest.approx([0, t0, t0, 0, t1, 0, answer0, answer0], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, tool1, 0, answer1, answer1, 0, 0, 0], abs=1e-6)
+
+
+def test_grpo_method_mean_centred():
+    # outcome_scale=none (ProVer eq. 1): A = R − mean = [0.5, −0.5], not divided by σ
+    got = get_credit("grpo").advantages(_group(), outcome_scale="none")
+    assert got[0].tolist() == pytest.approx([0, 0.5, 0.5, 0, 0.5, 0.5], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, -0.5, -0.5, 0, 0, 0], abs=1e-6)
+
+
 def test_trace_method_needs_reference_scores():
     with pytest.raises(ValueError, match="needs reference scores"):
         get_credit("trace").advantages(_group())
@@ -142,6 +177,14 @@ def test_prover_method(delta, expected_tool):
     got = get_credit("prover").advantages(_group(segment=segment))
     assert got[0].tolist() == pytest.approx([0, expected_tool, expected_tool, 0, 0.5, 0.5], abs=1e-6)
     assert got[1].tolist() == pytest.approx([0, -0.5, -0.5, 0, 0, 0], abs=1e-6)
+
+
+def test_prover_method_on_std_scaled_outcomes():
+    # outcome_scale=std: A = [1, −1]; Δ = 0.5 still adds λΔ = 0.5 to rollout 0's turn-0 tokens → 1.5
+    segment = VerifiedSegment(rollout=0, start=0, end=0, delta=0.5)
+    got = get_credit("prover").advantages(_group(segment=segment), outcome_scale="std")
+    assert got[0].tolist() == pytest.approx([0, 1.5, 1.5, 0, 1.0, 1.0], abs=1e-6)
+    assert got[1].tolist() == pytest.approx([0, -1.0, -1.0, 0, 0, 0], abs=1e-6)
 
 
 def test_group_validation():
