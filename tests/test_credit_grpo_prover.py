@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from agentcredit.credit.grpo import group_signal_shares, outcome_advantages
-from agentcredit.credit.prover import is_eligible, segment_advantage, shortest_successful, validate_segment
+from agentcredit.credit.prover import continuation_values, is_eligible, segment_advantage, shortest_successful
+from agentcredit.credit.prover import validate_segment
 
 ONE_SUCCESS = torch.tensor([1.1, 0.1, 0.1, 0.1])  # correct+format, then three format-only answers
 
@@ -56,6 +57,15 @@ def test_segment_advantage_eq3():
     assert segment_advantage([1, 1], [0, 1]) == pytest.approx(-0.5)
     with pytest.raises(ValueError, match="non-empty"):
         segment_advantage([], [1.0])
+
+
+def test_continuation_values_reward_or_success():
+    rewards = [1.1, 0.1, 0.0, 1.0]
+    assert continuation_values(rewards).tolist() == pytest.approx(rewards)  # reward: as they are
+    assert continuation_values(rewards, "success").tolist() == [1.0, 0.0, 0.0, 1.0]  # 1[R >= 1.0]
+    assert continuation_values(rewards, "success", success_threshold=0.1).tolist() == [1.0, 1.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match=r"boundary_value must be one of \('reward', 'success'\), got 'rate'"):
+        continuation_values(rewards, "rate")
 
 
 @pytest.mark.parametrize("rewards, eligible", [

@@ -276,6 +276,7 @@ def test_paper_defaults():
     ("grpo", {"K": 3}, "unknown knob credit.K for credit=grpo; allowed: outcome_scale, clip_low"),
     ("prover", {"eligible_low": 0.5, "eligible_high": 0.5}, "credit.eligible_low (0.5) must be < credit.eligible_high (0.5)"),
     ("prover", {"num_continuations": 0}, "credit.num_continuations must be an integer >= 1"),
+    ("prover", {"boundary_value": "rate"}, "credit.boundary_value must be one of ['reward', 'success'], got 'rate'"),
     ("mc-value", {"num_continuations": 0}, "credit.num_continuations must be an integer >= 1, got 0"),
     ("mc-value", {"num_continuations": 2.5}, "credit.num_continuations must be an integer >= 1, got 2.5"),
     ("mc-value", {"only_mixed_groups": "yes"}, "credit.only_mixed_groups must be true or false, got 'yes'"),

@@ -81,6 +81,24 @@ def test_delta_and_logs_by_hand():
     assert all(isinstance(v, float) for v in logs.values())
 
 
+def test_delta_on_success_rates_counts_format_only_endings_as_failures():
+    # The same continuations as above, counted as 1[R >= 1.0]: pre 1 of 8 = 0.125, post 5 of 8 = 0.625, Δ = 0.5
+    # (on rewards the two 0.1 endings added 0.1/8 to each side and Δ was 0.55)
+    pre = [0.0, 0.0, 1.1, 0.0, 0.0, 0.1, 0.0, 0.0]
+    post = [1.1, 1.1, 0.0, 1.1, 1.1, 0.1, 1.1, 0.0]
+    run = PROVER_RUN | {"boundary_value": "success"}
+    segment, logs = make_segment_verifier(HeuristicJudge())(mixed_group(), QUESTION, FakeWorker({2: pre, 4: post}), run)
+    assert segment.delta == pytest.approx(0.5)
+    assert (logs["value_pre"], logs["value_post"], logs["delta"]) == pytest.approx((0.125, 0.625, 0.5))
+    # Only format-only endings after the segment: no success gained, so nothing to credit, where rewards gave +0.1
+    flat = FakeWorker({2: [0.0] * 8, 4: [0.1] * 8})
+    segment, logs = make_segment_verifier(HeuristicJudge())(mixed_group(), QUESTION, flat, run)
+    assert segment.delta == 0.0 and logs["accepted"] == 0.0
+    segment, _ = make_segment_verifier(HeuristicJudge())(mixed_group(), QUESTION, FakeWorker({2: [0.0] * 8, 4: [0.1] * 8}),
+                                                         PROVER_RUN)
+    assert segment.delta == pytest.approx(0.1)  # the default, boundary_value=reward
+
+
 def test_continuations_are_never_trained_on():
     worker = FakeWorker({2: [0.0] * 8, 4: [1.1] * 8})
     group = mixed_group()

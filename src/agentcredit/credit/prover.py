@@ -8,6 +8,10 @@ Filled-in details:
 - Success is ``reward >= success_threshold``; the default 1.0 means "exact-match correct" under our
   reward (correct 1.0 + format 0.1), where a well-formatted wrong answer scores 0.1. ProVer has
   binary rewards, where this is R = 1.
+- Δ's unit (run knob ``boundary_value``): ``reward`` (default) averages the continuations' terminal
+  rewards, eq. 3 as DESIGN.md writes it, so a continuation that ends well-formed but wrong counts 0.1;
+  ``success`` averages 1[R >= success_threshold], the paper's "terminal success rates" (its rewards are
+  binary, where the two coincide). They differ only when continuations end in format-only rewards.
 - Turn indexing: tool turns are 0..T−1 and the final recorded turn (the answer) has index T. The
   paper requires the state after ``segment_end_turn`` to be non-terminal, i.e. the segment may not
   contain the final turn: end ≤ T−1. A segment ending at T−1 leaves s_{r+1} = the state just before
@@ -24,12 +28,13 @@ from torch import Tensor
 
 from agentcredit.credit.grpo import OUTCOME_SCALE_CHECKS, outcome_advantages
 from agentcredit.credit.group import CreditGroup
-from agentcredit.credit.knobs import KnobCheck, integer, non_negative, number, unit_interval
+from agentcredit.credit.knobs import KnobCheck, choice, integer, non_negative, number, unit_interval
 from agentcredit.credit.registry import register_credit
 from agentcredit.credit.shared import continuation_overhead
 from agentcredit.credit.tokens import _float_mask, _per_rollout, constant_token_advantages
 
 DEFAULT_SUCCESS_THRESHOLD = 1.0
+BOUNDARY_VALUES = ("reward", "success")
 
 
 def _as_float_tensor(values: Sequence[float] | Tensor, what: str) -> Tensor:
@@ -45,6 +50,16 @@ def segment_advantage(pre_rewards: Sequence[float] | Tensor, post_rewards: Seque
     pre = _as_float_tensor(pre_rewards, "pre_rewards")
     post = _as_float_tensor(post_rewards, "post_rewards")
     return float(post.mean() - pre.mean())
+
+
+def continuation_values(rewards: Sequence[float] | Tensor, boundary_value: str = "reward",
+                        success_threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> Tensor:
+    """What each continuation counts toward its boundary's value: its terminal reward (``reward``) or
+    whether it succeeded, 1[R >= success_threshold] (``success``). Returns (K,) float64."""
+    if boundary_value not in BOUNDARY_VALUES:
+        raise ValueError(f"boundary_value must be one of {BOUNDARY_VALUES}, got {boundary_value!r}")
+    rewards = _as_float_tensor(rewards, "rewards")
+    return rewards if boundary_value == "reward" else (rewards >= success_threshold).double()
 
 
 def success_rate(rewards: Sequence[float] | Tensor, success_threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> float:
@@ -131,7 +146,8 @@ def prover_token_advantages(
 
 # Knobs the orchestrator (judge/verification.py) reads itself, with their defaults (section 4, Appendix A.2).
 PROVER_RUN_KNOBS = {"num_continuations": 8, "max_segment_turns": 4, "max_judge_corrections": 3,
-                    "eligible_low": 0.0, "eligible_high": 0.5, "success_threshold": 1.0}
+                    "eligible_low": 0.0, "eligible_high": 0.5, "success_threshold": 1.0,
+                    "boundary_value": "reward"}
 # The eligibility band and success rule, shared with SPO-chain (credit/spo.py).
 ELIGIBILITY_CHECKS: dict[str, KnobCheck] = {
     "num_continuations": integer(1),
@@ -151,7 +167,8 @@ def _prover_diagnostics(group: CreditGroup, **knobs) -> dict:
 @register_credit("prover", inputs=("verified_segment",), run_knobs=PROVER_RUN_KNOBS, diagnostics=_prover_diagnostics,
                  step_metrics=continuation_overhead,
                  checks={"lam": non_negative(), **OUTCOME_SCALE_CHECKS, **ELIGIBILITY_CHECKS,
-                         "max_segment_turns": integer(1), "max_judge_corrections": integer(0)})
+                         "max_segment_turns": integer(1), "max_judge_corrections": integer(0),
+                         "boundary_value": choice(BOUNDARY_VALUES)})
 def prover_advantages(group: CreditGroup, *, lam: float = 1.0, outcome_scale: str = "none") -> Tensor:
     """ProVer eq. 4: GRPO advantages, plus λ·Δ on the verified segment's tokens when Δ > 0."""
     outcome = outcome_advantages(group.float_rewards(), outcome_scale)  # (G,)

@@ -16,8 +16,10 @@ are not returned, so they never enter the training batch.
 Departures and filled-in details:
 - Among successful rollouts, those that answered without any tool turn are passed over: they have no
   non-terminal segment to verify. A group whose successes all have T = 0 is skipped (GRPO credit).
-- Δ uses the terminal rewards as they are (eq. 3); with this project's format score a wrong but
-  well-formed answer counts 0.1, where the paper's binary reward counts 0.
+- Δ uses the terminal rewards as they are (eq. 3) by default; with this project's format score a wrong
+  but well-formed answer counts 0.1, where the paper's binary reward counts 0. The run knob
+  ``boundary_value=success`` counts each continuation as 1[R >= success_threshold] instead, the paper's
+  success rates (``value_pre``/``value_post`` are then success rates too).
 - Any judge failure (exception, timeout, unreadable answer, invalid segment after the corrections)
   gives no segment, ``judge_failure = 1`` and a one-line warning (log and stderr); it never reaches
   training. The judge has ``judge.step_budget_s`` seconds per training step in all; when they are
@@ -46,7 +48,8 @@ from typing import Callable
 from agentcredit.agent.trajectory import Trajectory, generated_tokens
 from agentcredit.credit.group import VerifiedSegment
 from agentcredit.credit.prover import PROVER_RUN_KNOBS
-from agentcredit.credit.prover import is_eligible, segment_advantage, shortest_successful, validate_segment
+from agentcredit.credit.prover import continuation_values, is_eligible, segment_advantage, shortest_successful
+from agentcredit.credit.prover import validate_segment
 from agentcredit.judge.base import Judge, Proposal
 from agentcredit.judge.budget import JudgeBudgetSpent, judge_deadline
 from agentcredit.judge.context import JudgeContext, RolloutView, build_judge_context
@@ -113,10 +116,6 @@ def ask_judge(judge: Judge, context: JudgeContext, max_corrections: int,
         return JudgeOutcome(None, corrections, tokens, f"{type(err).__name__}: {err}")
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
-
-
 def verify_group(judge: Judge, trajectories: list[Trajectory], question: Question, worker, knobs: Mapping,
                  require_valid_actions: bool = True, quiet_budget: bool = False) -> tuple[VerifiedSegment | None, dict]:
     """Propose and verify one segment for a group of G rollouts (see the module docstring)."""
@@ -152,8 +151,10 @@ def verify_group(judge: Judge, trajectories: list[Trajectory], question: Questio
     k = int(knobs["num_continuations"])
     # One batch through the policy for both states: s_ℓ is boundary ℓ, s_{r+1} is boundary r+1 (≤ T).
     pre, post = worker.continue_from_many(expert, [start, end + 1], question, k)
-    value_pre, value_post = _mean([c.reward for c in pre]), _mean([c.reward for c in post])
-    delta = segment_advantage([c.reward for c in pre], [c.reward for c in post])
+    values_pre, values_post = (continuation_values([c.reward for c in batch], knobs["boundary_value"], threshold)
+                               for batch in (pre, post))  # (K,) each
+    value_pre, value_post = float(values_pre.mean()), float(values_post.mean())
+    delta = segment_advantage(values_pre, values_post)
     logs.update({
         "verified": 1.0, "accepted": float(delta > 0), "segment_len": float(end - start + 1), "delta": delta,
         "value_pre": value_pre, "value_post": value_post,
