@@ -28,6 +28,9 @@ def test_an_arm_without_a_file_is_its_credit_option_with_no_knobs_of_its_own():
                                                  "train.lr=0.0001 would run"),
     (["-m", "arm=trace_tuned,igpo_tuned", "credit=trace"], "arm=igpo_tuned runs credit=igpo, and credit=trace"),
     (["--cfg", "job", "arm=trace_k0", "++credit.K=5"], "arm=trace_k0 is the setting credit.K=0, and credit.K=5"),
+    (["credit=trace", "credit.name=grpo"], "credit.name=grpo would run grpo under whichever credit= option"),
+    (["arm=trace_tuned", "credit.name=grpo"], "credit.name=grpo would run grpo"),
+    (["-m", "credit=trace,igpo", "credit.name=spo-chain"], "credit.name=spo-chain would run spo-chain"),
 ])
 def test_overriding_what_an_arm_stands_for_is_one_line(overrides, start):
     problem = arm_override_problem(overrides)
@@ -42,6 +45,7 @@ def test_overriding_what_an_arm_stands_for_is_one_line(overrides, start):
     ["arm=trace_tuned", "seed=2", "data.n_val=8"],         # knobs the arm does not set
     ["credit=grpo", "credit.K=3"],                         # no arm named
     ["arm=no_such_arm", "credit=grpo"],                    # Hydra's own error names it
+    ["credit=grpo", "credit.name=signal"],                 # a method registered in code, with no file to choose it by
 ])
 def test_settings_that_keep_the_arms_meaning_pass(overrides):
     assert arm_override_problem(overrides) is None

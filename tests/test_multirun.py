@@ -42,16 +42,47 @@ def test_two_job_multirun_completes_into_one_folder_per_job(tiny_sweep):
     assert f"sweep finished, all jobs ran: {sweep}" in stdout
 
 
+def _broken_advantages(group):
+    raise RuntimeError("broken credit: no advantages")
+
+
 def test_a_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
+    from agentcredit.credit.registry import available_credits, register_credit, unregister_credit
+
     sweep = tmp_path / "multirun"
-    # prover needs a judge model name for judge=openai: a config error before anything loads; grpo has no judge.
-    with pytest.raises(SystemExit, match=r"1 job\(s\) of the sweep failed"):
-        hydra_cli("-m", "credit=prover,grpo", "judge=openai", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
+    # a method registered in code only (no file, so chosen by its name) that fails in the job's first step,
+    # after every config check passed
+    from tiny_runs import ensure_signal_credit
+
+    ensure_signal_credit()
+    if "broken" not in available_credits():
+        register_credit("broken")(_broken_advantages)
+    try:
+        with pytest.raises(SystemExit, match=r"1 job\(s\) of the sweep failed"):
+            hydra_cli("-m", "credit=grpo", "credit.name=broken,signal", *TINY, "logger=csv", f"hydra.sweep.dir={sweep}")
+    finally:
+        unregister_credit("broken")
     failed, ok = job_dirs(sweep)
-    assert "judge.model must be set for judge=openai" in (failed / "error.txt").read_text()
-    assert not (failed / "checkpoints").exists()
+    assert "broken credit: no advantages" in (failed / "error.txt").read_text()
     assert (ok / "checkpoints" / "last.ckpt").exists() and not (ok / "error.txt").exists()
     assert f"failed: {failed}" in capsys.readouterr().out
+
+
+def test_a_bad_value_in_any_job_refuses_the_sweep_before_the_first_job(tmp_path, capsys):
+    sweep = tmp_path / "multirun"
+    # the first job is good; the second's value would otherwise be refused only when it started, after the first
+    with pytest.raises(SystemExit) as stop:
+        hydra_cli("-m", "credit=prover", "credit.boundary_value=reward,succes", *TINY, f"hydra.sweep.dir={sweep}")
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["config error: the sweep's job credit.boundary_value=succes: credit.boundary_value "
+                     "must be one of ['reward', 'success'], got 'succes'"], lines
+    assert not sweep.exists()
+    # and a job that needs a setting the sweep does not give: prover under judge=openai without judge.model
+    with pytest.raises(SystemExit) as stop:
+        hydra_cli("-m", "credit=grpo,prover", "judge=openai", *TINY, f"hydra.sweep.dir={sweep}")
+    assert stop.value.code == 2 and "judge.model must be set for judge=openai" in capsys.readouterr().err
+    assert not sweep.exists()
 
 
 def test_multi_process_trainer_under_multirun_is_a_recorded_config_error(tmp_path):

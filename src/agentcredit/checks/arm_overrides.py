@@ -6,6 +6,7 @@ Comparisons group runs by their recorded `arm`, so the name must stand for what 
 config and, for a file conf/arm/<name>.yaml, a named setting (its knobs). Hydra lets the command line override
 both, and the run would still be recorded under the arm's name: `arm=igpo_tuned credit=grpo` trains GRPO as
 igpo_tuned, `arm=trace_k0 credit.K=3` trains K = 3 as trace_k0. Overrides that repeat the arm's own values pass.
+A typed `credit.name=` of a method that has its file (conf/credit/<name>.yaml) is refused too: `credit=<name>` sets it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ def arm_override_problem(overrides: Sequence[str], conf: Path | None = None) -> 
         given = _given(args.overrides)
     except Exception:  # noqa: BLE001 -- a line Hydra cannot parse gets Hydra's own error after this check
         return None
+    for name in map(str, given.get("credit.name", [])):
+        # A method with its file (conf/credit/<name>.yaml) is chosen by credit=<name>, which sets its name; a typed
+        # name would run it under the option chosen beside it (credit=trace credit.name=grpo trains GRPO, trace's
+        # knobs dropped). A method registered in code without a file has only its name to be chosen by.
+        if ((conf or config_dir()) / "credit" / f"{name}.yaml").is_file():
+            return (f"credit.name={name} would run {name} under whichever credit= option is chosen beside it; "
+                    f"choose the method with credit={name} instead")
     for arm in map(str, given.get("arm", [])):
         option, knobs = arm_setting(arm, conf)
         if option is None:

@@ -55,5 +55,36 @@ def refuse_a_run_folder_in_use(overrides: list[str]) -> None:
         return
 
 
+def refuse_a_sweep_with_a_bad_job(overrides: list[str]) -> None:
+    """Under -m each job checks its own values when it starts (run/train.run), which for a sweep's late job is
+    hours after the sweep began: check every job's config here, before the first one starts, and refuse the
+    whole sweep in one line naming the job. A sweep of more than secret_check.MAX_COMBINATIONS jobs is checked
+    on combinations that hold every value of every swept key, as the secret check reads it."""
+    import copy
+
+    from omegaconf import open_dict
+
+    from agentcredit.checks.secret_check import composed_configs
+    from agentcredit.checks.validation import validate_config
+    from agentcredit.common.configs import ConfigError
+    from agentcredit.common.paths import config_dir
+
+    prefix = "the sweep job "
+    jobs = [(where.removeprefix(prefix).split(" "), cfg)
+            for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME)
+            if where.startswith(prefix)]
+    shared = set.intersection(*(set(words) for words, _ in jobs)) if len(jobs) > 1 else set()
+    for words, cfg in jobs:
+        job = copy.deepcopy(cfg)
+        with open_dict(job):
+            job.pop("hydra", None)  # Hydra's own node: its runtime values are set only when the job runs
+        try:
+            validate_config(job)
+        except ConfigError as err:
+            own = " ".join(word for word in words if word not in shared)  # what sets this job apart
+            refuse(f"the sweep's job {own}: {err}" if own else f"the sweep's jobs: {err}")
+
+
 def main(argv: Sequence[str] | None = None, program: Sequence[str] | None = None) -> None:
-    run_hydra_command(train_job, CONFIG_NAME, argv, program, checks=(refuse_a_run_folder_in_use,))
+    run_hydra_command(train_job, CONFIG_NAME, argv, program,
+                      checks=(refuse_a_run_folder_in_use, refuse_a_sweep_with_a_bad_job))
