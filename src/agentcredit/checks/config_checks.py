@@ -116,7 +116,8 @@ def check_world(world: Mapping) -> None:
     need_int(world, "num_questions", p, low=1, required=False)
     for key in ("hops_min", "hops_max"):
         value = world.get(key)
-        need(value is None or (_is_int(value) and 2 <= value <= MAX_HOPS), p + key, f"an integer in 2..{MAX_HOPS}", value)
+        need(key not in world or (_is_int(value) and 2 <= value <= MAX_HOPS), p + key, f"an integer in 2..{MAX_HOPS}",
+             value)
     lo, hi = world.get("hops_min", 2), world.get("hops_max", 4)
     need(lo <= hi, p + "hops_min", f"<= data.world.hops_max ({hi})", lo)
     need_int(world, "distractors_min", p, required=False)
@@ -200,6 +201,32 @@ def check_env(env: Mapping) -> None:
     need(isinstance(reward, Mapping), p + "reward", "a mapping with correct_score and format_score", reward)
     for key in ("correct_score", "format_score"):
         need_number(reward, key, "env.reward.", 0.0, required=False)
+    correct, form = reward_scores(env)
+    # success (accuracy) is reward >= correct_score: at or below format_score a well-formed wrong answer counts
+    need(correct > form, "env.reward.correct_score", f"> env.reward.format_score ({form:g}), or a well-formed wrong "
+         "answer counts as correct", correct)
+
+
+def reward_scores(env: Mapping) -> tuple[float, float]:
+    """(correct_score, format_score) of an env config, with the reward's defaults where it sets none."""
+    from agentcredit.env.reward import AnswerReward
+
+    reward = env.get("reward") or {}
+    return (float(reward.get("correct_score", AnswerReward.correct_score)),
+            float(reward.get("format_score", AnswerReward.format_score)))
+
+
+def check_success_threshold(credit: Mapping, env: Mapping) -> None:
+    """A method's success rule (credit.success_threshold: reward >= it is a success) within the reward's scale:
+    above a well-formed wrong answer's reward, at most a correct one's; outside it no group, or every one, would
+    count as mixed, and the method would quietly be GRPO."""
+    if "success_threshold" not in credit:
+        return
+    correct, form = reward_scores(env)
+    value = credit["success_threshold"]
+    need(is_finite_number(value) and form < value <= correct + form, "credit.success_threshold",
+         f"a number in ({form:g}, {correct + form:g}] (above env.reward.format_score, at most a correct answer's "
+         "reward)", value)
 
 
 def check_trainer(trainer: Mapping) -> None:

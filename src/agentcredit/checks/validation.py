@@ -93,11 +93,13 @@ def missing_values(node, prefix: str = "") -> list[str]:
     return missing
 
 
-def check_groups(cfg: DictConfig, method_name: str) -> None:
-    """`config_checks` over every group, in the order a reader meets them in conf/config.yaml."""
+def check_groups(cfg: DictConfig, credit: dict) -> None:
+    """`config_checks` over every group, in the order a reader meets them in conf/config.yaml; `credit`: the chosen
+    method's credit node (`split_method_credit`)."""
     from agentcredit.checks import config_checks as checks
     from agentcredit.credit.registry import get_credit
 
+    method_name = credit["name"]
     try:
         checks.check_seed(cfg.get("seed"))
         checks.check_threads(cfg.get("threads", "auto"))
@@ -112,6 +114,7 @@ def check_groups(cfg: DictConfig, method_name: str) -> None:
             checks.check_judge(plain(cfg.judge))
         if get_credit(method_name).reads("evidence"):
             checks.check_needed_facts(plain(cfg.data), method_name)
+        checks.check_success_threshold(credit, plain(cfg.env))
         checks.check_ckpt_path(cfg.get("ckpt_path"))
         checks.check_combinations({"model": plain(cfg.model), "data": plain(cfg.data), "trainer": plain(cfg.trainer)})
         checks.check_fsdp_model(plain(cfg.trainer), plain(cfg.model))
@@ -137,7 +140,7 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(f"{secrets[0]} holds a secret in the config, which Hydra copies into the run folder; "
                           f"leave it null and set {var} (environment or .env), or write ${{oc.env:NAME}}")
     credit, ignored = split_method_credit(plain(cfg.credit))
-    check_groups(cfg, credit["name"])
+    check_groups(cfg, credit)
     # credit=gspo records its runs as arm gspo, and the sequence-level ratio is what makes them GSPO's.
     _require(cfg.get("arm") != "gspo" or credit.get("ratio_level") == "sequence",
              f"credit=gspo is GRPO with the sequence-level ratio; credit.ratio_level={credit.get('ratio_level')} would "
