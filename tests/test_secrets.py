@@ -164,6 +164,27 @@ def test_grep_a_sweep_and_its_wandb_folders_for_the_secret(tmp_path, isolated_wa
     assert SECRET not in out.getvalue() + capsys.readouterr().err
 
 
+def test_an_endpoint_from_the_environment_is_logged_without_its_credentials(monkeypatch, caplog):
+    from agentcredit.judge.openai_judge import OpenAIChatBackend
+
+    monkeypatch.setenv("AGENTCREDIT_JUDGE_BASE_URL", "https://alice:S3cretPassw0rd@gw.example.com:8443/v1?api-key=plainvalue")
+    monkeypatch.setenv("AGENTCREDIT_JUDGE_MODEL", "m")
+    monkeypatch.delenv("AGENTCREDIT_JUDGE_API_KEY", raising=False)
+    with caplog.at_level(logging.INFO, logger="agentcredit.judge.openai_judge"):
+        OpenAIChatBackend.from_config()
+    assert caplog.messages == ["judge=openai: model m at https://gw.example.com:8443/v1, with no key"]
+
+
+def test_which_values_are_secret_in_a_url():
+    from agentcredit.common.secret_keys import secret_value_kind
+
+    assert secret_value_kind("https://x.example.com/a?access_token=zz") == "a secret in a URL's query string"
+    assert secret_value_kind("https://x.example.com/a?sig=abc&page=2") == "a secret in a URL's query string"
+    for ordinary in ("https://x.example.com/search?page=2&q=hello", "https://x.example.com/a?token=",
+                     "http://localhost:8000/v1", "outputs/runs/a?key=b"):
+        assert secret_value_kind(ordinary) is None, ordinary
+
+
 def test_the_judge_sends_its_key_only_to_the_configured_endpoint(monkeypatch, caplog):
     from agentcredit.judge import build_judge
     from agentcredit.judge.openai_judge import OPENAI_API, OpenAIChatBackend
@@ -208,6 +229,9 @@ SPELLINGS = {  # the probe's 14 spellings (11 leaked), and more; each is refused
     "value as a sweep choice": ["-m", f"+extra.note=a,{LEAK}"],
     "key in a sweep of dicts": ["-m", "+extra={a:1},{accessToken:plainvalue}"],
     "password in a url": ["judge.base_url=https://bob:hunter2pw@example.com/v1"],
+    "key in a url's query string": ["judge.base_url='https://gw.example.com/v1?api-key=0123456789abcdef0123456789abcdef'"],
+    "short key in a url's query": ["+extra.endpoint='https://maps.example.com/api?key=plainvalue&q=x'"],
+    "query key in a sweep choice": ["-m", "+extra.endpoint=http://a.example.com/v1,'https://b.example.com/v1?token=plainvalue'"],
     "github token": ["+extra.note=ghp_Zq8vR2mX7pL4wK9dT3nB6cY1"],
     "hugging face token": ["+extra.note=hf_Zq8vR2mX7pL4wK9dT3nB6cY1"],
     "aws key id": ["+extra.note=AKIAIOSFODNN7EXAMPLE"],

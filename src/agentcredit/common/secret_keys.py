@@ -20,7 +20,8 @@ A secret is recognised two ways:
   word qualifies. Counts are not secrets:
   `max_turn_tokens` (plural), `pad_token_id` (a token *id*), `key_dim` (a bare `key`).
 - By value (`secret_value_kind`), under any key: known prefixes (`sk-`, `Bearer `, `ghp_`, `hf_`,
-  `AKIA`, `xoxb-`, JWTs, private-key blocks, passwords in URLs) and long random-looking strings
+  `AKIA`, `xoxb-`, JWTs, private-key blocks, passwords in URLs), a URL whose query string gives a
+  secret-named parameter a value (`?api-key=`, `?key=`, `&sig=`), and long random-looking strings
   (`_looks_random`: Shannon entropy, letters and digits mixed). Hex strings and UUIDs are let
   through on purpose: they are commit hashes, content digests and run ids in ordinary configs; a hex
   key (a W&B key is 40 hex digits) is still caught under its name. Paths and model names are cut at
@@ -153,9 +154,41 @@ def secret_value_kind(value: Any) -> str | None:
     for kind, pattern in _VALUE_PATTERNS:
         if pattern.search(value):
             return kind
+    if _secret_in_url_query(value):
+        return "a secret in a URL's query string"
     if any(_looks_random(p) for p in _PIECE.findall(value)):
         return "a long random-looking string (a key or token)"
     return None
+
+
+_URL_QUERY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s?#]*\?([^\s#]+)")
+# Query parameters that carry a credential even under a bare name (`?key=` of Google's APIs, signed URLs' `sig=`).
+_QUERY_SECRET_NAMES = {"key", "sig", "signature", "code"}
+
+
+def _secret_in_url_query(value: str) -> bool:
+    """A URL whose query string gives a value to a secret-named parameter (`?api-key=...`, `&token=...`), whatever
+    the value looks like: a short or hex key is as secret there as a long random one."""
+    for query in _URL_QUERY.findall(value):
+        for part in query.split("&"):
+            name, _, given = part.partition("=")
+            if given and (is_secret_key(name) or name.lower() in _QUERY_SECRET_NAMES):
+                return True
+    return False
+
+
+def url_for_logs(url: str) -> str:
+    """`url` without the parts that may hold a credential (user:password@, the query string and fragment), for a
+    log line: an endpoint given by an environment variable is not checked as the config is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) if parts.scheme else REDACTED
 
 
 def redact_secrets(value: Any) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 
+from agentcredit.common.secret_keys import url_for_logs
 from agentcredit.judge.agentic import AssistantTurn, ToolCallRequest
 from agentcredit.judge.base import JudgeError
 from agentcredit.judge.budget import capped_timeout
@@ -77,7 +78,7 @@ class OpenAIChatBackend:
                              "(the OpenAI API), or judge.base_url / judge.api_key")
         backend = cls(model, base_url, api_key or NO_KEY, **options)
         key = f"the key from {ENV_API_KEY}" if api_key else "no key"
-        log.info(f"judge=openai: model {model} at {backend.base_url}, with {key}")
+        log.info(f"judge=openai: model {model} at {url_for_logs(backend.base_url)}, with {key}")
         return backend
 
     def _create(self, request: dict):
