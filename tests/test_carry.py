@@ -183,6 +183,15 @@ def test_the_command_prints_a_line_per_job_and_a_count(sweep, tmp_path, capsys):
                    "[carry] save: 2 saved"]
 
 
+def test_save_of_a_runs_own_folder_is_one_line_and_writes_nothing(sweep, tmp_path, capsys):
+    run = sweep / "0_arm=trace_seed=0"
+    with pytest.raises(SystemExit) as stop:
+        carry_cli(["save", str(run), str(tmp_path / "carry")])
+    assert str(stop.value.code) == (f"carry save: {run} is a run's own folder (it holds checkpoints/), not a folder "
+                                    f"of runs; give the folder that holds it, {sweep}")
+    assert not (tmp_path / "carry").exists()
+
+
 # ---------------------------------------------------------------- a real run, stopped, carried and resumed
 
 RUN = [*SIGNAL, "logger=csv", "trainer.max_steps=4", "trainer.val_check_interval=2", "checkpoint.every_n_steps=2"]

@@ -183,7 +183,12 @@ def _stopped(error: OSError, name: str, target: Path) -> OSError:
 def save(sweep: Path, carry: Path, warn: Callable[[str], None] = print) -> list[Outcome]:
     """Carry every unfinished job of `sweep` into `carry` and drop carried jobs finished in `sweep`."""
     outcomes = []
-    for job in unfinished_jobs(sweep):
+    jobs = unfinished_jobs(sweep)
+    if sweep in jobs or (sweep / LAST_CHECKPOINT).parent.is_dir():
+        # a carry is keyed by each job's folder name under the sweep, which a run's own folder does not have
+        raise NotACarryFolder(f"{sweep} is a run's own folder (it holds {LAST_CHECKPOINT.parent}/), not a folder of "
+                              f"runs; give the folder that holds it, {sweep.parent}")
+    for job in jobs:
         name = job.relative_to(sweep).as_posix()
         try:
             step = checkpoint_step(job / LAST_CHECKPOINT)
@@ -243,7 +248,8 @@ def _read_checked(entry: Path, manifest: Manifest) -> list[bytes] | str:
 
 
 class NotACarryFolder(ValueError):
-    """A folder given to `load` that holds carried jobs only inside a sub-folder of its own; one line."""
+    """A folder given to `load` that holds carried jobs only inside a sub-folder of its own, or to `save` that is a
+    run's own folder rather than a folder of runs; one line."""
 
 
 def _multirun_job(carried: Path) -> bool:
