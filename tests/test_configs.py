@@ -198,6 +198,22 @@ def test_headline_sweep_grpo_ignores_K_with_one_warning_trace_uses_it(tmp_path, 
             assert cfg.credit.K == K and warnings == []
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["credit=grpo", "credit.K=3"], "config error: credit=grpo does not read credit.K (a knob of trace, trace-policy); "
+                                    "leave it out, or choose a method that reads it (credit=<name>)"),
+    (["credit=spo-chain", "credit.boundary_value=success"], "config error: credit=spo-chain does not read "
+                                                            "credit.boundary_value (a knob of prover)"),
+])
+def test_a_knob_the_method_does_not_read_typed_for_one_run_is_one_line(tmp_path, capsys, overrides, message):
+    from tiny_runs import TINY, hydra_cli
+
+    with pytest.raises(SystemExit) as stop:
+        hydra_cli(*overrides, *TINY, f"hydra.run.dir={tmp_path}/run")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1 and lines[0].startswith(message), lines
+    assert not (tmp_path / "run").exists()
+
+
 def test_misspelt_and_unknown_credit_keys_stay_errors(tmp_path):
     with pytest.raises(ConfigCompositionException, match="credit.Kk"):
         tiny_config(tmp_path, "credit.Kk=1")

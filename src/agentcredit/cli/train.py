@@ -85,6 +85,37 @@ def refuse_a_sweep_with_a_bad_job(overrides: list[str]) -> None:
             refuse(f"the sweep's job {own}: {err}" if own else f"the sweep's jobs: {err}")
 
 
+def refuse_other_methods_knobs_typed_for_one_run(overrides: list[str]) -> None:
+    """A knob typed on the command line of a single run that the chosen method does not read (`credit=grpo
+    credit.K=3`) is a mistake there, not a sweep's shared setting: refuse it in one line. Under -m a knob that only
+    some of the sweep's methods read is the point (`-m credit=grpo,trace credit.K=0,1`), and the methods that do not
+    read it drop it with a warning (checks/validation.prepare_config)."""
+    from agentcredit.checks.secret_check import composed_configs, hydra_args
+    from agentcredit.checks.validation import knob_owners, split_method_credit
+    from agentcredit.common.configs import ConfigError, plain
+    from agentcredit.common.paths import config_dir
+
+    args = hydra_args(overrides)
+    if args is None:
+        return
+    typed = {o.lstrip("+").split("=", 1)[0].removeprefix("credit.") for o in args.overrides
+             if o.lstrip("+").startswith("credit.")}
+    for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME):
+        if where != "the config":
+            return  # a sweep
+        try:
+            credit, ignored = split_method_credit(plain(cfg.credit))
+        except ConfigError:
+            return  # the job's own checks say what is wrong, in one line
+        stray = sorted(typed & set(ignored))
+        if stray:
+            owners = knob_owners()[stray[0]]
+            refuse(f"credit={credit['name']} does not read credit.{stray[0]} (a knob of {', '.join(owners)}); leave it "
+                   f"out, or choose a method that reads it (credit=<name>)")
+        return
+
+
 def main(argv: Sequence[str] | None = None, program: Sequence[str] | None = None) -> None:
     run_hydra_command(train_job, CONFIG_NAME, argv, program,
-                      checks=(refuse_a_run_folder_in_use, refuse_a_sweep_with_a_bad_job))
+                      checks=(refuse_a_run_folder_in_use, refuse_a_sweep_with_a_bad_job,
+                              refuse_other_methods_knobs_typed_for_one_run))
