@@ -144,6 +144,42 @@ def test_resuming_from_a_damaged_checkpoint_stops_in_one_line(run_dir, tmp_path,
     assert "Restored all states" not in out.getvalue()
 
 
+def test_a_truncated_checkpoint_is_refused_before_any_model_loads(run_dir, tmp_path, capsys, monkeypatch):
+    """ckpt_path= to a truncated file: a config error (exit 2) from the file's size and zip end record alone; a run
+    folder whose own last.ckpt is truncated, under resume=true: a checkpoint error before the policy is built. Neither
+    names the damaged step checkpoint beside it as somewhere to continue from."""
+    import shutil
+
+    from agentcredit.lit.run_folder import FINISHED_MARK
+    from agentcredit.run import compose
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(compose, "build_components", no_model)
+    whole = run_dir / "checkpoints" / "last.ckpt"
+    bad = tmp_path / "bad" / "last.ckpt"
+    bad.parent.mkdir()
+    bad.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    (bad.parent / "step0.ckpt").write_bytes(b"")  # damaged too: not offered
+    shutil.copy(run_dir / "checkpoints" / "step1.ckpt", bad.parent / "step1.ckpt")
+    with pytest.raises(SystemExit) as stop:
+        hydra_cli(*RUN, *RESUME_CLI, f"ckpt_path={bad}", f"hydra.run.dir={tmp_path / 'run'}")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and lines == [f"config error: ckpt_path: {bad} is not a whole checkpoint (truncated, or "
+                                              "not written by torch.save); other checkpoints beside it, newest first: "
+                                              "step1.ckpt (give one as ckpt_path=)"], lines
+    folder = tmp_path / "resumed"
+    shutil.copytree(run_dir, folder)
+    (folder / FINISHED_MARK).unlink(missing_ok=True)  # stopped before its test: resume=true continues it
+    (folder / "checkpoints" / "last.ckpt").write_bytes(whole.read_bytes()[:100])
+    with pytest.raises(SystemExit) as stop:
+        hydra_cli(*RUN, *RESUME_CLI, "resume=true", f"hydra.run.dir={folder}")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"checkpoint error: {folder / 'checkpoints' / 'last.ckpt'} is not a whole checkpoint"), lines
+
+
 def test_a_checkpoint_from_before_digests_loads_with_one_warning(run_dir, tmp_path, caplog):
     checkpoint = load(run_dir / "checkpoints" / "last.ckpt")
     del checkpoint[INTEGRITY_KEY]

@@ -457,3 +457,8 @@ def check_ckpt_path(ckpt_path: Any) -> None:
     if not path.is_file():
         raise ValueProblem(f"ckpt_path={ckpt_path!r} is not a file; give a checkpoint such as "
                            "outputs/runs/<run>/checkpoints/last.ckpt")
+    from agentcredit.common.checkpoint_file import other_checkpoints, whole_checkpoint_problem
+
+    problem = whole_checkpoint_problem(path)
+    if problem:
+        raise ValueProblem(f"ckpt_path: {problem}; {other_checkpoints(path)}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +91,28 @@ def non_finite_entries(checkpoint: dict, limit: int = 3) -> list[str]:
     return found
 
 
-def other_checkpoints(path: str | Path) -> str:
-    """Where else to continue from than the damaged `path`: the .ckpt files beside it, the newest first (give one
-    as ckpt_path=, with resume=true to continue the run in its folder), or that there is none."""
+def whole_checkpoint_problem(path: str | Path) -> str | None:
+    """One line when `path` cannot be a whole checkpoint, from its size and its zip archive's end record alone (torch.save
+    writes a zip; a truncated or interrupted copy loses the end record first), without reading it: cheap enough to
+    check before a model loads. A file that passes may still fail `read_checkpoint`'s digest."""
     path = Path(path)
     try:
-        others = sorted((p for p in path.parent.glob("*.ckpt") if p.name != path.name and p.is_file()),
+        if path.stat().st_size == 0:
+            return f"{path} is empty (0 bytes): an interrupted copy or write"
+        if not zipfile.is_zipfile(path):
+            return f"{path} is not a whole checkpoint (truncated, or not written by torch.save)"
+    except OSError as err:
+        return f"{path} cannot be read ({err.strerror or err})"
+    return None
+
+
+def other_checkpoints(path: str | Path) -> str:
+    """Where else to continue from than the damaged `path`: the whole-looking .ckpt files beside it, the newest first
+    (give one as ckpt_path=, with resume=true to continue the run in its folder), or that there is none."""
+    path = Path(path)
+    try:
+        others = sorted((p for p in path.parent.glob("*.ckpt")
+                         if p.name != path.name and p.is_file() and whole_checkpoint_problem(p) is None),
                         key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         others = []
