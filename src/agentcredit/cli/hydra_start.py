@@ -134,8 +134,10 @@ def kept_record(run_dir: Path | None) -> dict[Path, bytes] | None:
 def undo_refused_record(output_dir: Path, kept: dict[Path, bytes] | None) -> None:
     """After a refused single run in a folder that existed before it: that folder's Hydra record put back as it
     was (Hydra wrote the refused command's over it). The log file Hydra opened stays: its handler still holds
-    it until the process ends (or the next run in this process sets up its own)."""
-    if kept is None:
+    it until the process ends (or the next run in this process sets up its own). In a folder this command made
+    (`kept` None), the folder goes."""
+    if kept is None:  # the folder is this command's own (new, or a dated default): nothing of it is worth keeping
+        _remove_new_run_folder(output_dir)
         return
     record = output_dir / HYDRA_RECORD
     if not kept:
@@ -148,6 +150,19 @@ def undo_refused_record(output_dir: Path, kept: dict[Path, bytes] | None) -> Non
             path.unlink()
     for path, data in kept.items():
         (record / path.name).write_bytes(data)
+
+
+def _remove_new_run_folder(output_dir: Path) -> None:
+    """A refused command's new run folder, when it holds only what Hydra wrote (.hydra/ and the job's log): a
+    refusal leaves no folder behind. Anything else in it (written by something other than this command) keeps it."""
+    import shutil
+
+    try:
+        entries = list(output_dir.iterdir())
+    except OSError:
+        return
+    if all(entry.name == HYDRA_RECORD or (entry.is_file() and entry.suffix == ".log") for entry in entries):
+        shutil.rmtree(output_dir, ignore_errors=True)
 
 
 def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, argv: Sequence[str] | None = None,
