@@ -130,7 +130,7 @@ def test_a_recorded_override_that_no_longer_composes_is_one_line_naming_the_file
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "overrides.yaml").write_text(f"- seed=1\n{line}\n")
     (run / "checkpoints").mkdir()
-    (run / "checkpoints" / "last.ckpt").write_bytes(b"not read")
+    torch.save({}, run / "checkpoints" / "last.ckpt")  # whole-looking; not read before the refusal
     with pytest.raises(SystemExit) as exit_info:
         evaluate_cli(*TINY, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", f"hydra.run.dir={tmp_path}/eval")
     assert exit_info.value.code == 2
@@ -139,6 +139,23 @@ def test_a_recorded_override_that_no_longer_composes_is_one_line_naming_the_file
         f"config error: the run's recorded overrides ({run / '.hydra' / 'overrides.yaml'}) do not compose with this "
         "version's configs: "), err
     assert err.endswith("; pass the run's settings on the command line instead")
+
+
+def test_a_bad_value_among_the_runs_recorded_overrides_says_it_came_from_there(tmp_path, capsys, monkeypatch):
+    """The error named a value the user never typed, as if it were theirs."""
+    monkeypatch.setattr("agentcredit.run.compose.build_components", lambda *a, **k: pytest.fail("a model was built"))
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- credit=prover\n- credit.boundary_value=bogus\n")
+    (run / "checkpoints").mkdir()
+    torch.save({}, run / "checkpoints" / "last.ckpt")
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_cli(*TINY, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", f"hydra.run.dir={tmp_path}/eval")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "config error: credit.boundary_value must be one of ['reward', 'success'], got 'bogus' (from the training "
+        f"run's own override credit.boundary_value=bogus, recorded in {run / '.hydra' / 'overrides.yaml'}; give the "
+        "key another value on this command line)")
 
 
 @pytest.mark.parametrize("value, message", [

@@ -122,8 +122,31 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
     recorded = training_overrides(cfg.get("ckpt_path"))
     if recorded:
         cfg = _composed_with_recorded(recorded, command_overrides, cfg.get("ckpt_path"))
-    check_evaluation_settings(cfg)
-    return prepare_config(cfg)
+    try:
+        check_evaluation_settings(cfg)
+        return prepare_config(cfg)
+    except ConfigError as err:
+        source = _recorded_source(str(err), recorded, command_overrides)
+        if source is None:
+            raise
+        where = Path(cfg.ckpt_path).resolve().parents[1] / ".hydra" / "overrides.yaml"
+        raise ConfigError(f"{err} (from the training run's own override {source}, recorded in {where}; give the key "
+                          "another value on this command line)") from None
+
+
+def _override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def _recorded_source(message: str, recorded: Sequence[str], command_overrides: Sequence[str]) -> str | None:
+    """The recorded training override whose key a config error names, when this command does not set that key: the
+    user did not type the value the error is about."""
+    typed = {_override_key(o) for o in command_overrides}
+    for override in recorded:
+        key = _override_key(override)
+        if key not in typed and message.startswith(key) and message[len(key):len(key) + 1] in (" ", "=", ""):
+            return override
+    return None
 
 
 # ----- rollouts ------------------------------------------------------------------------------------
