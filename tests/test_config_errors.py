@@ -112,7 +112,14 @@ BAD = {
     "warmstart.steps=-1 model.warm_start=true": r"warmstart\.steps must be",
     "logger=wandb logger.mode=sometimes": r"logger\.mode \(or WANDB_MODE\) must be one of",
     "ckpt_path=/nonexistent/last.ckpt": r"ckpt_path='/nonexistent/last\.ckpt' is not a file",
-    "credit=trace credit.reference_path=/nonexistent/ref": r"credit\.reference_path '/nonexistent/ref' does not exist",
+    "credit=trace credit.reference_path=/nonexistent/ref": r"credit\.reference_path='/nonexistent/ref' does not exist; "
+                                                          r"give a save_pretrained directory \(with its config\.json\)",
+    f"credit=trace credit.reference_path={ROOT / 'tests'}": r"credit\.reference_path='.*tests' is a folder without "
+                                                            r"config\.json",
+    f"credit=trace credit.reference_path={ROOT / 'pyproject.toml'}": r"credit\.reference_path='.*pyproject\.toml' has "
+                                                                    r"the extension '\.toml'",
+    f"credit=trace credit.kl_coef=0.1 model.reference.path={ROOT / 'tests'}": r"model\.reference\.path='.*tests' is a "
+                                                                              r"folder without config\.json",
     # issue 44, item 8: work no machine can hold, refused before it starts
     "rollout.group_size=100000000": r"rollout\.group_size=100000000 x data\.prompts_per_step=2 needs up to [\d.]+ [TP]iB "
                                     r"for its rollouts \(200000000 decoded together x 176 tokens",

@@ -146,7 +146,9 @@ SINGLE_JOB_EXPERIMENTS = {"tune_long"}  # scripts/tune.py runs it once per grid 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
 def test_every_sweep_job_of_an_experiment_validates(tmp_path, experiment):
-    extra = [f"reference_checkpoint={tmp_path}"] if experiment == "trace_reference" else []
+    reference = tmp_path / "reference.ckpt"
+    torch.save({}, reference)  # a whole-looking checkpoint file; not read before training
+    extra = [f"reference_checkpoint={reference}"] if experiment == "trace_reference" else []
     params = sweep_params(f"experiment={experiment}", *extra)
     if experiment in SINGLE_JOB_EXPERIMENTS:  # one job's settings; its jobs come from a tuning spec (test_tuning.py)
         assert not params, f"experiment={experiment} is one job's settings, yet it sweeps {params}"
@@ -161,7 +163,7 @@ def test_every_sweep_job_of_an_experiment_validates(tmp_path, experiment):
         cfg = prepare_config(tiny_config(tmp_path, f"experiment={experiment}", *extra, *(f"{k}={v}" for k, v in job.items())))
         for key, value in job.items():
             if key.startswith("credit."):
-                expected = {"null": None, "${reference_checkpoint}": str(tmp_path)}.get(value, value)
+                expected = {"null": None, "${reference_checkpoint}": str(reference)}.get(value, value)
                 assert str(cfg.credit[key.split(".", 1)[1]]) == str(expected)
     first = {k: v for k, v in jobs[0].items()}
     if first.get("judge") != "local":  # the local judge: test_smollm2_and_local_judge_instantiate

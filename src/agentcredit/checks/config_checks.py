@@ -328,7 +328,33 @@ def check_model(model: Mapping) -> None:
         need_number(lora, "alpha", p + "lora.", 0.0, open_low=True, required=False)
         need_number(lora, "dropout", p + "lora.", 0.0, 1.0, required=False)
     reference = model.get("reference") or {}
-    need_file(reference.get("path"), p + "reference.path", "a save_pretrained directory or a .ckpt of this project")
+    check_reference_path(reference.get("path"), p + "reference.path")
+
+
+REFERENCE_WHAT = "a save_pretrained directory (with its config.json) or a .ckpt of this project"
+
+
+def check_reference_path(value: Any, key: str) -> None:
+    """A frozen reference's weights (model.reference.path, credit.reference_path): null (the policy's initial
+    weights), a save_pretrained directory holding config.json, or a whole-looking .ckpt of this project; read only
+    after the policy has loaded, so checked here."""
+    if value in (None, ""):
+        return
+    need(isinstance(value, str), key, "null or a path", value)
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise ValueProblem(f"{key}={value!r} does not exist; give {REFERENCE_WHAT}")
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueProblem(f"{key}={value!r} is a folder without config.json; give {REFERENCE_WHAT}")
+        return
+    if path.suffix != ".ckpt":
+        raise ValueProblem(f"{key}={value!r} has the extension {path.suffix or '(none)'!r}; give {REFERENCE_WHAT}")
+    from agentcredit.common.checkpoint_file import whole_checkpoint_problem
+
+    problem = whole_checkpoint_problem(path)
+    if problem:
+        raise ValueProblem(f"{key}: {problem}; give {REFERENCE_WHAT}")
 
 
 def check_judge(judge: Mapping, environ: Mapping[str, str] = os.environ) -> None:

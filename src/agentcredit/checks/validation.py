@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -161,9 +160,12 @@ def validate_config(cfg: DictConfig) -> None:
             WarmStartConfig(**plain(cfg.warmstart))
     except (ValueError, TypeError) as err:
         raise ConfigError(str(err)) from None
-    ref = credit.get("reference_path")
-    _require(ref is None or Path(ref).exists(),
-             f"credit.reference_path {ref!r} does not exist; give a .ckpt of this project or a save_pretrained directory")
+    from agentcredit.checks import config_checks
+
+    try:
+        config_checks.check_reference_path(credit.get("reference_path"), "credit.reference_path")
+    except config_checks.ValueProblem as err:
+        raise ConfigError(str(err)) from None
 
     train = plain(cfg.train)
     mb = train.get("micro_batch_size")
