@@ -110,6 +110,11 @@ BAD = {
     "rollout.temperature=-1": r"rollout\.temperature must be a finite number >= 0",
     "rollout.max_tool_turns=0": r"rollout\.max_tool_turns must be an integer >= 1, got 0$",
     "warmstart.steps=-1 model.warm_start=true": r"warmstart\.steps must be",
+    "warmstart.lr=nan": r"warmstart\.lr must be a finite number > 0, got nan",
+    "warmstart.lr=-1": r"warmstart\.lr must be a finite number > 0, got -1",
+    "warmstart.obs_loss_weight=-5": r"warmstart\.obs_loss_weight must be a finite number >= 0, got -5",
+    "warmstart.search_topn=0": r"warmstart\.search_topn must be an integer >= 1, got 0",
+    "warmstart.rebuild=maybe": r"warmstart\.rebuild must be true or false, got 'maybe'",
     "logger=wandb logger.mode=sometimes": r"logger\.mode \(or WANDB_MODE\) must be one of",
     "ckpt_path=/nonexistent/last.ckpt": r"ckpt_path='/nonexistent/last\.ckpt' is not a file",
     "credit=trace credit.reference_path=/nonexistent/ref": r"credit\.reference_path='/nonexistent/ref' does not exist; "

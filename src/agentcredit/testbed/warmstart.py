@@ -18,6 +18,7 @@ sequences have exactly the token layout (masks, chat pieces, observations) of sa
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, replace
@@ -88,8 +89,25 @@ class WarmStartConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ValueError(f"warmstart.{name} must be a probability in [0, 1], got {value!r}")
-        if not isinstance(self.answer_loss_weight, (int, float)) or self.answer_loss_weight <= 0:
-            raise ValueError(f"warmstart.answer_loss_weight must be a number > 0, got {self.answer_loss_weight!r}")
+        def finite(value) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+        for name in ("lr", "answer_loss_weight"):
+            value = getattr(self, name)
+            if not finite(value) or value <= 0:
+                raise ValueError(f"warmstart.{name} must be a finite number > 0, got {value!r}")
+        for name in ("weight_decay", "obs_loss_weight"):
+            value = getattr(self, name)
+            if not finite(value) or value < 0:
+                raise ValueError(f"warmstart.{name} must be a finite number >= 0, got {value!r}")
+        for name in ("search_topn", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "search_topn" else 0):
+                raise ValueError(f"warmstart.{name} must be an integer >= {1 if name == 'search_topn' else 0}, "
+                                 f"got {value!r}")
+        for name in ("guess_by_kind", "rebuild"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"warmstart.{name} must be true or false, got {getattr(self, name)!r}")
         if self.init_from is not None:
             if not isinstance(self.init_from, str) or not self.init_from:
                 raise ValueError(f"warmstart.init_from must be null or a base policy folder, got {self.init_from!r}")
