@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("exported", type=Path, help="folder of exported summaries (docs/results/<name>/)")
     parser.add_argument("sweep", type=Path, help="the sweep's folder (hydra.sweep.dir)")
     args = parser.parse_args(argv)
-    if not args.exported.is_dir() or not any(args.exported.glob("*.summary.json")):
+    if not args.exported.is_dir():
+        parser.error(f"{args.exported} {'is a file' if args.exported.exists() else 'does not exist'}; give the "
+                     "folder scripts/compare.py --export wrote (docs/results/<name>)")
+    if not any(args.exported.glob("*.summary.json")):
         parser.error(f"{args.exported} holds no exported *.summary.json")
     try:
         check_output_path(args.sweep, kind="folder")
