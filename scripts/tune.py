@@ -129,9 +129,9 @@ def training_problem(overrides: list[str]) -> str | None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from agentcredit.checks.validation import validate_config
+    from agentcredit.checks.validation import stray_knob_problem, typed_credit_keys, validate_config
     from agentcredit.cli.hydra_start import hydra_error_line
-    from agentcredit.common.configs import ConfigError, compose_config
+    from agentcredit.common.configs import ConfigError, compose_config, plain
 
     try:
         cfg = compose_config(overrides)
@@ -139,9 +139,10 @@ def training_problem(overrides: list[str]) -> str | None:
         return hydra_error_line(error)
     try:
         validate_config(cfg)
+        # as train.py refuses a single run's typed knob that its method does not read (cli/train.py)
+        return stray_knob_problem(plain(cfg.credit), typed_credit_keys(overrides))
     except (ConfigError, OmegaConfBaseException) as error:
         return str(error).splitlines()[0]
-    return None
 
 
 def checked_spec(args):

@@ -57,11 +57,10 @@ BAD = {
     "env.reward.format_score=-1": r"env\.reward\.format_score must be a number >= 0, got -1",
     "env.reward.correct_score=0.05": r"env\.reward\.correct_score must be > env\.reward\.format_score \(0\.1\), or a "
                                      r"well-formed wrong answer counts as correct, got 0\.05",
-    "credit=prover credit.success_threshold=5": r"credit\.success_threshold must be a number in \(0\.1, 1\.1\] \(above "
-                                               r"env\.reward\.format_score, at most a correct answer's reward\), got 5",
-    "credit=spo-chain credit.success_threshold=0.1": r"credit\.success_threshold must be a number in \(0\.1, 1\.1\]",
-    "credit=prover credit.success_threshold=-3 credit.boundary_value=success":
-        r"credit\.success_threshold must be a number in \(0\.1, 1\.1\]",
+    "credit=prover credit.success_threshold=5": r"credit\.success_threshold must be a number <= 1\.1 \(a correct "
+                                               r"answer's reward: env\.reward\.correct_score \+ format_score\), or no "
+                                               r"rollout succeeds, got 5",
+    "credit=spo-chain credit.success_threshold=nan": r"credit\.success_threshold must be a number <= 1\.1",
     "data.world.hops_min=null": r"data\.world\.hops_min must be an integer in 2\.\.8, got None",
     "trainer.accelerator=banana": r"trainer\.accelerator must be one of",
     "trainer.accelerator=tpu": r"trainer\.accelerator=tpu needs torch_xla, which TPUs need, and this machine has none; "

@@ -216,6 +216,18 @@ def test_a_knob_the_method_does_not_read_typed_for_one_run_is_one_line(tmp_path,
     assert not (tmp_path / "run").exists()
 
 
+def test_a_sweeps_job_continued_on_its_own_keeps_its_recorded_knobs(tmp_path):
+    """One job of `-m credit=grpo,trace credit.K=1,3` recorded `credit=grpo credit.K=1`; continued alone with its
+    recorded overrides and resume=true (README, "Resuming"), it is not refused for them."""
+    from agentcredit.cli.train import refuse_other_methods_knobs_typed_for_one_run
+    from tiny_runs import TINY
+
+    refuse_other_methods_knobs_typed_for_one_run(["credit=grpo", "credit.K=1", "resume=true", *TINY,
+                                                  f"hydra.run.dir={tmp_path}/job"])
+    with pytest.raises(SystemExit):
+        refuse_other_methods_knobs_typed_for_one_run(["credit=grpo", "credit.K=1", *TINY, f"hydra.run.dir={tmp_path}/job"])
+
+
 def test_misspelt_and_unknown_credit_keys_stay_errors(tmp_path):
     with pytest.raises(ConfigCompositionException, match="credit.Kk"):
         tiny_config(tmp_path, "credit.Kk=1")

@@ -68,7 +68,10 @@ def test_a_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     assert f"failed: {failed}" in capsys.readouterr().out
 
 
-def test_a_bad_value_in_any_job_refuses_the_sweep_before_the_first_job(tmp_path, capsys):
+def test_a_bad_value_in_any_job_refuses_the_sweep_before_the_first_job(tmp_path, capsys, monkeypatch):
+    for name in ("AGENTCREDIT_JUDGE_BASE_URL", "AGENTCREDIT_JUDGE_MODEL", "AGENTCREDIT_JUDGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env above it to give the judge a model
     sweep = tmp_path / "multirun"
     # the first job is good; the second's value would otherwise be refused only when it started, after the first
     with pytest.raises(SystemExit) as stop:
@@ -103,4 +106,20 @@ def test_job_folder_names_can_be_pasted_into_overrides():
     assert len(long) == 120 and long[-18:-16] == ".." and long != job_dirname("model.hidden_size:32+" * 20)
     for name in (short, long):
         assert parser.parse_override(f"ckpt_path=outputs/multirun/0_{name}/checkpoints/last.ckpt").value().endswith("last.ckpt")
+
+
+def test_the_sweep_check_reads_env_and_leaves_hydra_runtime_values_to_the_jobs(tmp_path, monkeypatch, capsys):
+    """.env settings count, as each job reads them first; a value taken from Hydra's runtime (${hydra:job.name}) is
+    not known before the job runs, and is no reason to refuse (or crash on) the sweep."""
+    from agentcredit.cli.train import refuse_a_sweep_with_a_bad_job
+
+    for name in ("AGENTCREDIT_JUDGE_BASE_URL", "AGENTCREDIT_JUDGE_MODEL", "AGENTCREDIT_JUDGE_API_KEY"):
+        monkeypatch.setenv(name, "x")  # recorded, so that what the .env sets below is undone after the test
+        monkeypatch.delenv(name)
+    (tmp_path / ".env").write_text("AGENTCREDIT_JUDGE_MODEL=m\nAGENTCREDIT_JUDGE_BASE_URL=http://localhost:1/v1\n")
+    monkeypatch.chdir(tmp_path)
+    refuse_a_sweep_with_a_bad_job(["-m", "credit=prover", "judge=openai", "seed=0,1", *TINY])  # no SystemExit
+    refuse_a_sweep_with_a_bad_job(["-m", "seed=0,1", "logger=wandb", "logger.mode=disabled",
+                                   "logger.name=${hydra:job.name}", *TINY])
+    assert capsys.readouterr().err == ""
 

@@ -173,6 +173,10 @@ def test_an_endpoint_from_the_environment_is_logged_without_its_credentials(monk
     with caplog.at_level(logging.INFO, logger="agentcredit.judge.openai_judge"):
         OpenAIChatBackend.from_config()
     assert caplog.messages == ["judge=openai: model m at https://gw.example.com:8443/v1, with no key"]
+    from agentcredit.common.secret_keys import REDACTED, url_for_logs
+
+    assert url_for_logs("http://[::1]:8000/v1?key=x") == "http://[::1]:8000/v1"
+    assert url_for_logs("http://localhost:99999/v1") == REDACTED  # a port out of range: no error from a log line
 
 
 def test_which_values_are_secret_in_a_url():

@@ -340,6 +340,8 @@ def one_line_error(capsys) -> str:
      "grid point credit.whiten:sideways cannot train: credit.whiten "),
     ("trace", [{"credit.nosuchknob": 3}, {"credit.nosuchknob": 4}], "Could not override 'credit.nosuchknob'"),
     ("nosuch_arm", [{"train.lr": 1e-4}, {"train.lr": 3e-4}], "Could not find 'arm/nosuch_arm'"),
+    ("grpo", [{"credit.K": 1}, {"credit.K": 3}], "arm grpo: grid point credit.K:1 cannot train: credit=grpo does not "
+                                                      "read credit.K (a knob of trace, trace-policy)"),
 ])
 def test_plan_and_run_refuse_a_point_no_job_can_train(tmp_path, monkeypatch, capsys, arm, grid, says):
     """Each of such a point's jobs would fail with a config error that no rerun fixes (and with halving the later

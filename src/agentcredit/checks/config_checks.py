@@ -217,16 +217,17 @@ def reward_scores(env: Mapping) -> tuple[float, float]:
 
 
 def check_success_threshold(credit: Mapping, env: Mapping) -> None:
-    """A method's success rule (credit.success_threshold: reward >= it is a success) within the reward's scale:
-    above a well-formed wrong answer's reward, at most a correct one's; outside it no group, or every one, would
-    count as mixed, and the method would quietly be GRPO."""
+    """A method's success rule (credit.success_threshold: reward >= it is a success) within reach: above a correct
+    answer's reward no rollout ever succeeds, no group is ever mixed, and the method would quietly be GRPO. A value at
+    or below env.reward.format_score is allowed on purpose: it counts well-formed wrong answers (or, at 0, every
+    rollout) as successes."""
     if "success_threshold" not in credit:
         return
     correct, form = reward_scores(env)
     value = credit["success_threshold"]
-    need(is_finite_number(value) and form < value <= correct + form, "credit.success_threshold",
-         f"a number in ({form:g}, {correct + form:g}] (above env.reward.format_score, at most a correct answer's "
-         "reward)", value)
+    need(is_finite_number(value) and value <= correct + form, "credit.success_threshold",
+         f"a number <= {correct + form:g} (a correct answer's reward: env.reward.correct_score + format_score), or no "
+         "rollout succeeds", value)
 
 
 def check_trainer(trainer: Mapping) -> None:

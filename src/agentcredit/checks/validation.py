@@ -64,6 +64,26 @@ def split_method_credit(credit: dict) -> tuple[dict, dict]:
     return kept, ignored
 
 
+def typed_credit_keys(overrides) -> set[str]:
+    """The credit knobs a command line sets (`credit.K=3`, `+credit.K=3`, `++credit.K=3`), without `credit.`."""
+    keys = (str(o).lstrip("+").split("=", 1)[0] for o in overrides)
+    return {key.removeprefix("credit.") for key in keys if key.startswith("credit.")}
+
+
+def stray_knob_problem(credit: dict, typed: set[str]) -> str | None:
+    """One line when a knob typed for a single run (`typed`, see `typed_credit_keys`) is another method's and not the
+    chosen one's (`credit=grpo credit.K=3`): a mistake there, where a sweep over methods sets such knobs on purpose
+    and `prepare_config` drops them with a warning."""
+    name = credit.get("name")
+    _, ignored = split_method_credit(credit)
+    stray = sorted(typed & set(ignored))
+    if not stray:
+        return None
+    owners = knob_owners()[stray[0]]
+    return (f"credit={name} does not read credit.{stray[0]} (a knob of {', '.join(owners)}); leave it out, or choose "
+            "a method that reads it (credit=<name>)")
+
+
 def _check_ignored_values(ignored: dict) -> None:
     from agentcredit.credit.config import validate_credit_config
 

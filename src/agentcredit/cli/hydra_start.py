@@ -131,13 +131,13 @@ def kept_record(run_dir: Path | None) -> dict[Path, bytes] | None:
     return {path: path.read_bytes() for path in record.iterdir() if path.is_file()} if record.is_dir() else {}
 
 
-def undo_refused_record(output_dir: Path, kept: dict[Path, bytes] | None) -> None:
+def undo_refused_record(output_dir: Path, kept: dict[Path, bytes] | None, task_overrides: Sequence[str] = ()) -> None:
     """After a refused single run in a folder that existed before it: that folder's Hydra record put back as it
     was (Hydra wrote the refused command's over it). The log file Hydra opened stays: its handler still holds
     it until the process ends (or the next run in this process sets up its own). In a folder this command made
     (`kept` None), the folder goes."""
     if kept is None:  # the folder is this command's own (new, or a dated default): nothing of it is worth keeping
-        _remove_new_run_folder(output_dir)
+        _remove_new_run_folder(output_dir, task_overrides)
         return
     record = output_dir / HYDRA_RECORD
     if not kept:
@@ -152,16 +152,21 @@ def undo_refused_record(output_dir: Path, kept: dict[Path, bytes] | None) -> Non
         (record / path.name).write_bytes(data)
 
 
-def _remove_new_run_folder(output_dir: Path) -> None:
-    """A refused command's new run folder, when it holds only what Hydra wrote (.hydra/ and the job's log): a
-    refusal leaves no folder behind. Anything else in it (written by something other than this command) keeps it."""
+def _remove_new_run_folder(output_dir: Path, task_overrides: Sequence[str]) -> None:
+    """A refused command's new run folder, when it holds only what Hydra wrote (.hydra/ and the job's log) and its
+    record is this command's (its overrides.yaml lists `task_overrides`): a refusal leaves no folder behind. Anything
+    else in it, or another command's record (a run started in the same dated folder in the same second), keeps it."""
     import shutil
+
+    import yaml
 
     try:
         entries = list(output_dir.iterdir())
-    except OSError:
+        recorded = yaml.safe_load((output_dir / HYDRA_RECORD / "overrides.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return
-    if all(entry.name == HYDRA_RECORD or (entry.is_file() and entry.suffix == ".log") for entry in entries):
+    only_hydra = all(entry.name == HYDRA_RECORD or (entry.is_file() and entry.suffix == ".log") for entry in entries)
+    if only_hydra and list(recorded or []) == list(task_overrides):
         shutil.rmtree(output_dir, ignore_errors=True)
 
 
@@ -204,7 +209,7 @@ def run_hydra_command(task: Callable[[DictConfig], object], config_name: str, ar
 
             hydra_cfg = HydraConfig.get()
             if stop.code == CONFIG_ERROR_EXIT and hydra_cfg.mode == RunMode.RUN:
-                undo_refused_record(Path(hydra_cfg.runtime.output_dir), kept)
+                undo_refused_record(Path(hydra_cfg.runtime.output_dir), kept, list(hydra_cfg.overrides.task))
             raise
 
     sys.argv = [program[0], *overrides]  # Hydra parses its arguments from sys.argv

@@ -69,6 +69,11 @@ def refuse_a_sweep_with_a_bad_job(overrides: list[str]) -> None:
     from agentcredit.common.configs import ConfigError
     from agentcredit.common.paths import config_dir
 
+    from omegaconf.errors import OmegaConfBaseException
+
+    from agentcredit.run.train import load_env_file
+
+    load_env_file()  # as each job does first: settings kept in .env (the judge's model and endpoint) count
     prefix = "the sweep job "
     jobs = [(where.removeprefix(prefix).split(" "), cfg)
             for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME)
@@ -83,35 +88,33 @@ def refuse_a_sweep_with_a_bad_job(overrides: list[str]) -> None:
         except ConfigError as err:
             own = " ".join(word for word in words if word not in shared)  # what sets this job apart
             refuse(f"the sweep's job {own}: {err}" if own else f"the sweep's jobs: {err}")
+        except OmegaConfBaseException:
+            continue  # a value read from Hydra's runtime (${hydra:job.name}): the job checks itself when it starts
 
 
 def refuse_other_methods_knobs_typed_for_one_run(overrides: list[str]) -> None:
     """A knob typed on the command line of a single run that the chosen method does not read (`credit=grpo
     credit.K=3`) is a mistake there, not a sweep's shared setting: refuse it in one line. Under -m a knob that only
     some of the sweep's methods read is the point (`-m credit=grpo,trace credit.K=0,1`), and the methods that do not
-    read it drop it with a warning (checks/validation.prepare_config)."""
+    read it drop it with a warning (checks/validation.prepare_config). A run continued from a checkpoint
+    (resume=true, ckpt_path=) is left alone: one job of such a sweep is continued with its recorded overrides."""
     from agentcredit.checks.secret_check import composed_configs, hydra_args
-    from agentcredit.checks.validation import knob_owners, split_method_credit
+    from agentcredit.checks.validation import stray_knob_problem, typed_credit_keys
     from agentcredit.common.configs import ConfigError, plain
     from agentcredit.common.paths import config_dir
 
     args = hydra_args(overrides)
     if args is None:
         return
-    typed = {o.lstrip("+").split("=", 1)[0].removeprefix("credit.") for o in args.overrides
-             if o.lstrip("+").startswith("credit.")}
     for where, cfg in composed_configs(overrides, __file__, str(config_dir()), CONFIG_NAME):
-        if where != "the config":
-            return  # a sweep
+        if where != "the config" or cfg.get("resume") is True or cfg.get("ckpt_path"):
+            return  # a sweep, or a run continued from a checkpoint
         try:
-            credit, ignored = split_method_credit(plain(cfg.credit))
+            problem = stray_knob_problem(plain(cfg.credit), typed_credit_keys(args.overrides))
         except ConfigError:
             return  # the job's own checks say what is wrong, in one line
-        stray = sorted(typed & set(ignored))
-        if stray:
-            owners = knob_owners()[stray[0]]
-            refuse(f"credit={credit['name']} does not read credit.{stray[0]} (a knob of {', '.join(owners)}); leave it "
-                   f"out, or choose a method that reads it (credit=<name>)")
+        if problem:
+            refuse(problem)
         return
 
 

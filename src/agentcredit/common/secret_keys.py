@@ -184,10 +184,11 @@ def url_for_logs(url: str) -> str:
 
     try:
         parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port  # .port raises on a port out of range
     except ValueError:
         return REDACTED
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+    netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", "")) if parts.scheme else REDACTED
 
 

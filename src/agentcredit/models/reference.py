@@ -107,7 +107,7 @@ def build_reference(policy: torch.nn.Module, model_cfg: Mapping[str, Any], path:
 
 
 def _load_reference_checkpoint(policy: torch.nn.Module, path: str, is_peft: bool) -> torch.nn.Module:
-    location = Path(path)
+    location = Path(path).expanduser()  # as the config check reads it (checks/config_checks.check_reference_path)
     dtype = next(policy.parameters()).dtype
     if location.is_dir():
         if not (location / "config.json").exists():
