@@ -205,7 +205,7 @@ def test_window_settings_without_windows_or_with_bad_values_are_clear_errors():
         WarmStartConfig(window_batch_size=0)
     with pytest.raises(ValueError, match=r"warmstart.p_vague_query must be a probability in \[0, 1\], got 1.5"):
         WarmStartConfig(p_vague_query=1.5)
-    with pytest.raises(ValueError, match="warmstart.answer_loss_weight must be a number > 0, got 0"):
+    with pytest.raises(ValueError, match="warmstart.answer_loss_weight must be a finite number > 0, got 0"):
         WarmStartConfig(answer_loss_weight=0)
 
 
