@@ -343,14 +343,11 @@ def check_reference_path(value: Any, key: str) -> None:
         return
     need(isinstance(value, str), key, "null or a path", value)
     path = Path(value).expanduser()
-    if not path.exists():
-        raise ValueProblem(f"{key}={value!r} does not exist; give {REFERENCE_WHAT}")
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ValueProblem(f"{key}={value!r} is a folder without config.json; give {REFERENCE_WHAT}")
         return
-    if path.suffix != ".ckpt":
-        raise ValueProblem(f"{key}={value!r} has the extension {path.suffix or '(none)'!r}; give {REFERENCE_WHAT}")
+    need_file(value, key, REFERENCE_WHAT, suffixes=(".ckpt",))  # exists, a file, a .ckpt
     from agentcredit.common.checkpoint_file import whole_checkpoint_problem
 
     problem = whole_checkpoint_problem(path)

@@ -66,7 +66,9 @@ def split_method_credit(credit: dict) -> tuple[dict, dict]:
 
 def typed_credit_keys(overrides) -> set[str]:
     """The credit knobs a command line sets (`credit.K=3`, `+credit.K=3`, `++credit.K=3`), without `credit.`."""
-    keys = (str(o).lstrip("+").split("=", 1)[0] for o in overrides)
+    from agentcredit.common.secret_keys import override_key
+
+    keys = (override_key(str(o)) or "" for o in overrides)
     return {key.removeprefix("credit.") for key in keys if key.startswith("credit.")}
 
 

@@ -63,14 +63,12 @@ def refuse_a_sweep_with_a_bad_job(overrides: list[str]) -> None:
     import copy
 
     from omegaconf import open_dict
+    from omegaconf.errors import OmegaConfBaseException
 
     from agentcredit.checks.secret_check import composed_configs
     from agentcredit.checks.validation import validate_config
     from agentcredit.common.configs import ConfigError
     from agentcredit.common.paths import config_dir
-
-    from omegaconf.errors import OmegaConfBaseException
-
     from agentcredit.run.train import load_env_file
 
     load_env_file()  # as each job does first: settings kept in .env (the judge's model and endpoint) count

@@ -30,6 +30,7 @@ from agentcredit.agent.engines import build_engine
 from agentcredit.agent.rollout import RolloutConfig, RolloutWorker
 from agentcredit.agent.trajectory import Trajectory
 from agentcredit.common.configs import ConfigError, compose_config
+from agentcredit.common.secret_keys import override_key
 from agentcredit.env.reward import normalize_answer
 from agentcredit.records import atomic_write_text, json_line
 from agentcredit.checks.validation import prepare_config
@@ -83,9 +84,8 @@ def _composed_with_recorded(recorded: list[str], command_overrides: Sequence[str
 
 def merge_overrides(first: Sequence[str], then: Sequence[str]) -> list[str]:
     """`first` then `then`, a key given in both keeping its value from `then`."""
-    key = lambda override: override.lstrip("+~").split("=", 1)[0]  # noqa: E731
-    later = {key(o) for o in then}
-    return [o for o in first if key(o) not in later] + list(then)
+    later = {override_key(o) for o in then}
+    return [o for o in first if override_key(o) not in later] + list(then)
 
 
 def check_evaluation_settings(cfg: DictConfig) -> None:
@@ -134,17 +134,13 @@ def evaluation_config(cfg: DictConfig, command_overrides: Sequence[str] = ()) ->
                           "another value on this command line)") from None
 
 
-def _override_key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
 def _recorded_source(message: str, recorded: Sequence[str], command_overrides: Sequence[str]) -> str | None:
     """The recorded training override whose key a config error names, when this command does not set that key: the
     user did not type the value the error is about."""
-    typed = {_override_key(o) for o in command_overrides}
+    typed = {override_key(o) for o in command_overrides}
     for override in recorded:
-        key = _override_key(override)
-        if key not in typed and message.startswith(key) and message[len(key):len(key) + 1] in (" ", "=", ""):
+        key = override_key(override)
+        if key and key not in typed and message.startswith(key) and message[len(key):len(key) + 1] in (" ", "=", ""):
             return override
     return None
 

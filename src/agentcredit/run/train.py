@@ -151,7 +151,9 @@ def train_in(cfg: DictConfig, run_dir: Path) -> float:
     # The held-out test after training; its test_summary.json is what marks a run finished.
     final_test = bool(cfg.get("final_test", True)) and int(cfg.data.get("n_test", 0)) > 0
     plan = start_plan(run_dir, cfg.get("resume", False), cfg.get("ckpt_path"), finished_mark=final_test)
-    if plan.ckpt_path:  # before any model loads: a truncated file would otherwise be found inside Lightning's fit
+    if plan.ckpt_path and cfg.get("ckpt_path") in (None, "last"):
+        # resume=true found the folder's own checkpoint (a ckpt_path= was checked with the config): check it before
+        # any model loads, where a truncated file would otherwise be found inside Lightning's fit
         from agentcredit.common.checkpoint_file import CheckpointError, other_checkpoints, whole_checkpoint_problem
 
         problem = whole_checkpoint_problem(plan.ckpt_path)
